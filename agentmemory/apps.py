@@ -1,0 +1,10 @@
+from django.apps import AppConfig
+
+
+class AgentMemoryConfig(AppConfig):
+    name = "agentmemory"
+    verbose_name = "Agent memory"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from agentmemory import checks  # noqa: F401  (registers the system checks)

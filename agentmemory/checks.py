@@ -1,0 +1,132 @@
+"""System checks for ``AGENTMEMORY``: ``manage.py check`` names the key and the fix.
+
+Ids: E001 unknown key, E002 summarizer, E003 recall mode, E004 integer knobs,
+E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
+W001 the summarizer's API key variable is empty.
+"""
+
+from __future__ import annotations
+
+import os
+from datetime import timedelta
+from typing import Any
+
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
+
+from agentmemory.conf import DEFAULTS, SETTINGS_NAME, memory_settings
+from agentmemory.exceptions import AgentMemoryConfigurationError
+
+TIERS = ("hot", "warm", "cold")
+POSITIVE_INTS = ("LOAD_COUNT", "TRIGGER_MIN_ENTRIES", "PRESERVE_RECENT", "MIN_FOLD_ENTRIES")
+NON_NEGATIVE_INTS = ("RESERVE_TOKENS", "MINIMUM_TOKENS")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@register(Tags.compatibility)
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
+    try:
+        user = memory_settings.user_settings
+    except AgentMemoryConfigurationError as exc:
+        return [Error(str(exc), hint=f"Set {SETTINGS_NAME} = {{...}}.", id="agentmemory.E001")]
+    errors: list[CheckMessage] = []
+
+    def error(key: str, text: str, hint: str, code: str) -> None:
+        errors.append(Error(f"{SETTINGS_NAME}['{key}'] {text}", hint=hint, id=f"agentmemory.{code}"))
+
+    for key in sorted(set(user) - set(DEFAULTS)):
+        error(key, "is not a setting of agentmemory.",
+              f"Remove it; the settings are: {', '.join(sorted(DEFAULTS))}.", "E001")
+
+    get = memory_settings.__getattr__
+    summarizer_config = get("SUMMARIZER")
+    try:
+        from agentmemory.summarizers import load_summarizer
+
+        summarizer = load_summarizer(summarizer_config)
+    except AgentMemoryConfigurationError as exc:
+        error("SUMMARIZER", f"is not usable: {exc}",
+              "Give BACKEND (a dotted path), MODEL (the model it calls) and OPTIONS.", "E002")
+    else:
+        key_env = getattr(summarizer, "api_key_env", None)
+        if key_env and not os.environ.get(key_env):
+            errors.append(Warning(
+                f"The summarizer {summarizer.backend} reads its API key from ${key_env}, "
+                "which is empty in this process.",
+                hint=f"Export {key_env} where the web and worker processes run; recall stays "
+                "verbatim (summarizer-failed) until it is set.",
+                id="agentmemory.W001",
+            ))
+
+    if get("RECALL_MODE") not in ("inline", "background"):
+        error("RECALL_MODE", f"is {get('RECALL_MODE')!r}.", "Use 'inline' or 'background'.",
+              "E003")
+    for key in POSITIVE_INTS:
+        if not _is_int(get(key)) or get(key) < 1:
+            error(key, f"must be a positive integer, got {get(key)!r}.",
+                  f"The default is {DEFAULTS[key]}.", "E004")
+    for key in NON_NEGATIVE_INTS:
+        if not _is_int(get(key)) or get(key) < 0:
+            error(key, f"must be a non-negative integer, got {get(key)!r}.",
+                  f"The default is {DEFAULTS[key]}.", "E004")
+    max_entries = get("MAX_ENTRIES")
+    if max_entries is not None and (not _is_int(max_entries) or max_entries < 1):
+        error("MAX_ENTRIES", f"must be None or a positive integer, got {max_entries!r}.",
+              "None means no cap.", "E004")
+
+    decay = get("DECAY")
+    if decay is not None:
+        half_life = decay.get("HALF_LIFE") if isinstance(decay, dict) else None
+        min_score = decay.get("MIN_SCORE", 0.1) if isinstance(decay, dict) else None
+        if (
+            not isinstance(decay, dict)
+            or set(decay) - {"HALF_LIFE", "MIN_SCORE"}
+            or not isinstance(half_life, int | float) or half_life <= 0
+            or not isinstance(min_score, int | float) or not 0 <= min_score <= 1
+        ):
+            error("DECAY", f"is {decay!r}.",
+                  "Use None (no decay stage) or {'HALF_LIFE': seconds > 0, "
+                  "'MIN_SCORE': 0..1}.", "E005")
+
+    tiers = get("TIERS")
+    if tiers is not None and (
+        not isinstance(tiers, list | tuple) or not tiers or set(tiers) - set(TIERS)
+    ):
+        error("TIERS", f"is {tiers!r}.", f"Use None or a non-empty list of {TIERS}.", "E006")
+    for key in ("WRITE_TIER", "SUMMARY_TIER"):
+        if get(key) not in TIERS:
+            error(key, f"is {get(key)!r}.", f"Use one of {TIERS}.", "E006")
+    if tiers is not None and isinstance(tiers, list | tuple) and get("SUMMARY_TIER") not in tiers:
+        error("SUMMARY_TIER", f"is {get('SUMMARY_TIER')!r}, which TIERS does not load.",
+              "A summary that is never loaded is folded and paid for again on every recall; "
+              "add the summary tier to TIERS.", "E006")
+
+    try:
+        from agentmemory.tokens import get_counter
+
+        get_counter.cache_clear()
+        get_counter()
+    except AgentMemoryConfigurationError as exc:
+        error("TOKEN_COUNTER", f"is not usable: {exc}",
+              "Use agentmemory.tokens.EncodingCounter or a class with count(text) -> int.",
+              "E007")
+
+    ttl = get("DEFAULT_TTL")
+    if ttl is not None and not (
+        isinstance(ttl, timedelta) and ttl > timedelta(0)
+        or _is_int(ttl) and ttl > 0
+    ):
+        error("DEFAULT_TTL", f"is {ttl!r}.",
+              "Use None (keep forever), a positive number of seconds or a timedelta.", "E008")
+
+    for key in ("FORMAT_HEADER", "FORMAT_FOOTER"):
+        if not isinstance(get(key), str):
+            error(key, f"must be a string, got {type(get(key)).__name__}.", "Use '' for none.",
+                  "E009")
+    instruction = get("SUMMARY_INSTRUCTION")
+    if instruction is not None and (not isinstance(instruction, str) or not instruction.strip()):
+        error("SUMMARY_INSTRUCTION", "must be None or non-empty text.",
+              "None uses the authored default instruction.", "E009")
+    return errors

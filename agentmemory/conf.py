@@ -1,0 +1,101 @@
+"""The ``AGENTMEMORY`` settings dict, read lazily against :data:`DEFAULTS`.
+
+Modelled on DRF's ``api_settings``: nothing is read at import time, an unknown key
+raises, and the cache is dropped on ``setting_changed`` so ``override_settings``
+works in tests. Validation of values lives in :mod:`agentmemory.checks`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+
+from agentmemory.exceptions import AgentMemoryConfigurationError
+
+SETTINGS_NAME = "AGENTMEMORY"
+
+#: Every key, its default, and (in docs/settings.md) the check that guards it.
+DEFAULTS: dict[str, Any] = {
+    # Which summarizer folds spans. BACKEND is a dotted path; MODEL is required for
+    # backends that call a model (no silent fallback to the agent's model).
+    "SUMMARIZER": {
+        "BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer",
+        "MODEL": "offline-extractive-1",
+        "OPTIONS": {},
+    },
+    # "inline": the fold happens inside recall. "background": recall stays verbatim
+    # and a Celery task folds after commit.
+    "RECALL_MODE": "inline",
+    # load stage
+    "LOAD_COUNT": 20,
+    "TIERS": None,
+    # summarize stage
+    "TRIGGER_MIN_ENTRIES": 20,
+    "PRESERVE_RECENT": 5,
+    "MIN_FOLD_ENTRIES": 2,
+    "SUMMARY_TIER": "cold",
+    "SUMMARY_INSTRUCTION": None,
+    # decay stage; None means no stage. Otherwise {"HALF_LIFE": seconds, "MIN_SCORE": float}.
+    "DECAY": None,
+    # budget stage
+    "RESERVE_TOKENS": 256,
+    "MINIMUM_TOKENS": 100,
+    "MAX_ENTRIES": None,
+    # format stage
+    "FORMAT_HEADER": "Relevant context from prior conversation (oldest first):",
+    "FORMAT_FOOTER": "",
+    # write side: defaults for threads that set no policy of their own
+    "WRITE_TIER": "hot",
+    "DEFAULT_TTL": None,
+    # tokens
+    "TOKEN_COUNTER": "agentmemory.tokens.EncodingCounter",
+    "TOKEN_ENCODING": "o200k_base",
+}
+
+
+class AgentMemorySettings:
+    """Attribute access to ``AGENTMEMORY`` merged over :data:`DEFAULTS`."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] = {}
+
+    @property
+    def user_settings(self) -> dict[str, Any]:
+        value = getattr(django_settings, SETTINGS_NAME, {})
+        if not isinstance(value, dict):
+            raise AgentMemoryConfigurationError(
+                f"{SETTINGS_NAME} must be a dict, got {type(value).__name__}."
+            )
+        return value
+
+    def __getattr__(self, key: str) -> Any:
+        if key.startswith("_") or key not in DEFAULTS:
+            raise AttributeError(f"Invalid agentmemory setting: {key!r}")
+        if key not in self._cache:
+            value = self.user_settings.get(key, DEFAULTS[key])
+            if key == "SUMMARIZER" and isinstance(value, dict):
+                # Replaced whole, never merged: a BACKEND set without MODEL must not
+                # inherit the offline default's model name.
+                value = {"OPTIONS": {}, **value}
+            self._cache[key] = value
+        return self._cache[key]
+
+    def reload(self) -> None:
+        self._cache.clear()
+
+
+memory_settings = AgentMemorySettings()
+
+
+def _reload(*, setting: str, **kwargs: Any) -> None:
+    if setting == SETTINGS_NAME:
+        memory_settings.reload()
+        from agentmemory import summarizers, tokens
+
+        summarizers.get_summarizer.cache_clear()
+        tokens.get_counter.cache_clear()
+
+
+setting_changed.connect(_reload)

@@ -1,0 +1,34 @@
+"""One exception family, mixed with Django's own where Django has a matching class."""
+
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+
+class AgentMemoryError(Exception):
+    """Base of every error agentmemory raises on purpose."""
+
+
+class AgentMemoryConfigurationError(AgentMemoryError, ImproperlyConfigured):
+    """A setting in ``AGENTMEMORY`` is missing or wrong; the message names the key."""
+
+
+class InvalidMessageError(AgentMemoryError, ValueError):
+    """A message given to ``append`` cannot be stored; ``field`` names what is wrong."""
+
+    def __init__(self, message: str, *, field: str, index: int | None = None) -> None:
+        super().__init__(message)
+        self.field = field
+        self.index = index
+
+
+class NotASummaryError(AgentMemoryError, ValueError):
+    """An entry that is not a summary was given where a summary is required."""
+
+
+class SummarizerError(AgentMemoryError):
+    """The summarizer could not produce a summary. Recall treats this as a decline."""
+
+
+class TransientSummarizerError(SummarizerError):
+    """A summarizer failure worth retrying later (rate limit, timeout, 5xx)."""

@@ -1,0 +1,303 @@
+"""The tables. Schema never depends on a setting; policy lives in services."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+from agentmemory.querysets import MemoryEntryQuerySet, ThreadQuerySet
+
+SUMMARY_KEY_PREFIX = "msg-summary-"
+
+
+class Role(models.TextChoices):
+    USER = "user", "user"
+    ASSISTANT = "assistant", "assistant"
+    SYSTEM = "system", "system"
+    TOOL = "tool", "tool"
+
+
+class Tier(models.TextChoices):
+    HOT = "hot", "hot"
+    WARM = "warm", "warm"
+    COLD = "cold", "cold"
+
+
+class EntryKind(models.TextChoices):
+    MESSAGE = "message", "message"
+    SUMMARY = "summary", "summary"
+
+
+class RetainPolicy(models.TextChoices):
+    CONVERSATION = "conversation", "retained with the conversation"
+    DISCARD = "discard", "not retained"
+
+
+class FoldPurpose(models.TextChoices):
+    RECALL_FOLD = "recall-fold", "recall fold"
+    WINDOW_FOLD = "window-fold", "window fold"
+
+
+class CallOutcome(models.TextChoices):
+    FOLDED = "folded", "folded"
+    DECLINED = "declined", "declined"
+    REFUSED_NOT_SMALLER = "refused-not-smaller", "refused: not smaller"
+    FAILED = "failed", "failed"
+
+
+def summary_key(from_turn: int, to_turn: int) -> str:
+    """The deterministic key a fold over ``[from_turn, to_turn]`` is stored under."""
+    return f"{SUMMARY_KEY_PREFIX}{from_turn}-{to_turn}"
+
+
+class Thread(models.Model):
+    """One conversation, with its own retention policy."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="agentmemory_threads",
+        help_text="Empty for system threads.",
+    )
+    client_key = models.CharField(
+        max_length=200,
+        blank=True,
+        default="",
+        help_text="The caller's own name for the thread, unique per owner.",
+    )
+    title = models.CharField(max_length=200, blank=True, default="")
+    metadata = models.JSONField(default=dict, blank=True)
+    ttl = models.DurationField(
+        null=True,
+        blank=True,
+        help_text="How long written entries live. Empty: AGENTMEMORY['DEFAULT_TTL'].",
+    )
+    write_tier = models.CharField(
+        max_length=8,
+        choices=Tier.choices,
+        blank=True,
+        default="",
+        help_text="Tier of written entries. Empty: AGENTMEMORY['WRITE_TIER'].",
+    )
+    window_retain = models.CharField(
+        max_length=16,
+        choices=RetainPolicy.choices,
+        blank=True,
+        default="",
+        help_text="Whether window folds keep their originals. Empty: conversation.",
+    )
+    # Counters advanced under the thread's row lock by append: they make turn and
+    # position assignment one UPDATE instead of a scan of the thread.
+    last_position = models.BigIntegerField(default=0, editable=False)
+    last_turn = models.PositiveIntegerField(default=0, editable=False)
+    created_at = models.DateTimeField(default=timezone.now, editable=False)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    objects = ThreadQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["owner", "client_key"],
+                condition=~Q(client_key=""),
+                name="agentmemory_thread_owner_key_unique",
+            ),
+            models.UniqueConstraint(
+                fields=["client_key"],
+                condition=Q(owner__isnull=True) & ~Q(client_key=""),
+                name="agentmemory_thread_system_key_unique",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return self.title or self.client_key or f"thread {self.pk}"
+
+
+class MemoryEntry(models.Model):
+    """One message of a thread, or a summary standing in for several of them."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="entries")
+    kind = models.CharField(max_length=8, choices=EntryKind.choices, default=EntryKind.MESSAGE)
+    role = models.CharField(max_length=10, choices=Role.choices)
+    content = models.TextField(blank=True)
+    tool_calls = models.JSONField(default=list, blank=True)
+    tool_name = models.CharField(max_length=200, blank=True, default="")
+    tool_call_id = models.CharField(max_length=200, blank=True, default="")
+    turn = models.PositiveIntegerField()
+    position = models.BigIntegerField(help_text="Orders the thread; a summary takes the "
+                                      "position of the newest entry it covers.")
+    tier = models.CharField(max_length=8, choices=Tier.choices, default=Tier.HOT)
+    token_count = models.PositiveIntegerField(default=0)
+    created_at = models.DateTimeField(
+        default=timezone.now,
+        help_text="For a summary: the time of the newest entry it covers (the span's clock).",
+    )
+    expires_at = models.DateTimeField(null=True, blank=True)
+    metadata = models.JSONField(default=dict, blank=True)
+    summary_key = models.CharField(max_length=64, null=True, blank=True, editable=False)
+    # The coverage link: the one thing that hides an original from recall. It names
+    # the exact row, never a turn range; deleting the summary sets it back to NULL.
+    covered_by = models.ForeignKey(
+        "self",
+        null=True,
+        blank=True,
+        on_delete=models.SET_NULL,
+        related_name="covered_entries",
+        editable=False,
+    )
+
+    objects = MemoryEntryQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["position", "id"]
+        verbose_name = "memory entry"
+        verbose_name_plural = "memory entries"
+        indexes = [
+            # Recall reads the newest uncovered rows of one thread: a partial index
+            # holds only those, so the read stays short however long the thread is.
+            models.Index(
+                fields=["thread", "-position", "-id"],
+                condition=Q(covered_by__isnull=True),
+                name="agentmemory_entry_visible",
+            ),
+            models.Index(fields=["thread", "position"], name="agentmemory_entry_order"),
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(expires_at__isnull=False),
+                name="agentmemory_entry_expiry",
+            ),
+        ]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "summary_key"], name="agentmemory_summary_key_unique"
+            ),
+            models.CheckConstraint(
+                condition=(Q(kind=EntryKind.SUMMARY) & Q(summary_key__isnull=False))
+                | (Q(kind=EntryKind.MESSAGE) & Q(summary_key__isnull=True)),
+                name="agentmemory_summary_has_key",
+            ),
+        ]
+        permissions = [("expand_summary", "Can expand a summary into its originals")]
+
+    def __str__(self) -> str:
+        if self.kind == EntryKind.SUMMARY:
+            return f"{self.summary_key} (thread {self.thread_id})"
+        return f"turn {self.turn} {self.role} #{self.pk}"
+
+    @property
+    def is_summary(self) -> bool:
+        return self.kind == EntryKind.SUMMARY
+
+
+class SummaryCoverage(models.Model):
+    """What one summary stands for. The covered rows point back through ``covered_by``."""
+
+    summary = models.OneToOneField(
+        MemoryEntry, on_delete=models.CASCADE, primary_key=True, related_name="coverage"
+    )
+    from_turn = models.PositiveIntegerField()
+    to_turn = models.PositiveIntegerField()
+    entry_count = models.PositiveIntegerField()
+    span_tokens = models.PositiveIntegerField(help_text="Tokens of the entries it replaced.")
+    model = models.CharField(max_length=200)
+    summarized_at = models.DateTimeField(default=timezone.now)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        verbose_name_plural = "summary coverages"
+
+    def __str__(self) -> str:
+        return f"turns {self.from_turn}-{self.to_turn} ({self.entry_count} entries)"
+
+
+class FoldedSpan(models.Model):
+    """The record of one live-window compaction, joined to its message by fingerprint."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="folded_spans")
+    fingerprint = models.CharField(max_length=64, help_text="Hash of the whole summary message.")
+    span_fingerprint = models.CharField(
+        max_length=64, help_text="Hash of the folded messages (role and content)."
+    )
+    content = models.TextField(help_text="The summary message, label included.")
+    message_count = models.PositiveIntegerField()
+    iteration = models.PositiveIntegerField(default=0)
+    model = models.CharField(max_length=200)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    retain = models.CharField(max_length=16, choices=RetainPolicy.choices)
+    messages = models.JSONField(
+        null=True, blank=True, help_text="The folded messages; empty when not retained."
+    )
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+        indexes = [models.Index(fields=["thread", "fingerprint"], name="agentmemory_span_lookup")]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "span_fingerprint"], name="agentmemory_span_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"fold of {self.message_count} messages (thread {self.thread_id})"
+
+
+class FoldLatch(models.Model):
+    """A span the summarizer already refused on; the same span is never asked again."""
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="fold_latches")
+    purpose = models.CharField(max_length=16, choices=FoldPurpose.choices)
+    span_key = models.CharField(max_length=64, help_text="Hash of the span's exact entry ids.")
+    reason = models.CharField(max_length=32)
+    entry_count = models.PositiveIntegerField()
+    model = models.CharField(max_length=200)
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["thread", "purpose", "span_key"], name="agentmemory_latch_once"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reason} latch on {self.entry_count} entries (thread {self.thread_id})"
+
+
+class SummarizerCall(models.Model):
+    """The usage ledger: one row per summarizer call, whatever its outcome."""
+
+    thread = models.ForeignKey(
+        Thread, null=True, blank=True, on_delete=models.SET_NULL, related_name="summarizer_calls"
+    )
+    summary = models.ForeignKey(
+        MemoryEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    purpose = models.CharField(max_length=16, choices=FoldPurpose.choices)
+    backend = models.CharField(max_length=200)
+    model = models.CharField(max_length=200)
+    span_key = models.CharField(max_length=64, blank=True, default="")
+    entry_count = models.PositiveIntegerField(default=0)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    duration_ms = models.PositiveIntegerField(default=0)
+    outcome = models.CharField(max_length=24, choices=CallOutcome.choices)
+    error_class = models.CharField(max_length=200, blank=True, default="")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        verbose_name = "summarizer call"
+        indexes = [models.Index(fields=["thread", "created_at"], name="agentmemory_ledger_thread")]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.outcome} ({self.purpose})"

@@ -1,0 +1,321 @@
+"""Summarize: fold the oldest loaded entries into one summary, written back once.
+
+The plan (which span, and whether to call at all) is a pure function of the loaded
+entries. The fold makes at most one summarizer call and writes the result under the
+deterministic key ``msg-summary-{from}-{to}``; a unique constraint, not luck, makes
+two concurrent folds of one span leave one summary.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import IntegrityError, transaction
+
+from agentmemory import signals
+from agentmemory.exceptions import AgentMemoryError
+from agentmemory.models import (
+    CallOutcome,
+    EntryKind,
+    FoldLatch,
+    FoldPurpose,
+    MemoryEntry,
+    Role,
+    SummarizerCall,
+    SummaryCoverage,
+    Thread,
+    summary_key,
+)
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
+from agentmemory.tokens import count_tokens
+from agentmemory.transcript import summary_label
+
+logger = logging.getLogger("agentmemory")
+
+NOT_WORTH_A_CALL = "not-worth-a-call"
+SUMMARIZER_FAILED = "summarizer-failed"
+NOT_SMALLER = "not-smaller"
+ALREADY_FOLDED = "already-folded"
+
+# Law 4(b): one warning per process and strategy, however often the summarizer fails.
+_warned: set[tuple[str, str]] = set()
+
+
+@dataclass(frozen=True)
+class FoldPlan:
+    span: list[MemoryEntry]
+    kept: list[MemoryEntry]
+    from_turn: int
+    to_turn: int
+
+    @property
+    def key(self) -> str:
+        return summary_key(self.from_turn, self.to_turn)
+
+    @property
+    def span_key(self) -> str:
+        """The latch key: the span's exact entry ids. A grown span is a new key."""
+        ids = ",".join(str(entry.pk) for entry in self.span)
+        return hashlib.sha256(ids.encode()).hexdigest()
+
+    @property
+    def span_tokens(self) -> int:
+        return sum(entry.token_count for entry in self.span)
+
+
+@dataclass(frozen=True)
+class FoldOutcome:
+    """What the summarize stage did: a summary, or a decline with its reason."""
+
+    summary: MemoryEntry | None
+    decline: str | None = None
+    latched: bool = False
+    called: bool = False
+    plan: FoldPlan | None = None
+
+    @property
+    def folded(self) -> bool:
+        return self.summary is not None
+
+
+def _first_turn(entry: MemoryEntry) -> int:
+    return entry.coverage.from_turn if entry.is_summary else entry.turn
+
+
+def plan_fold(loaded: list[MemoryEntry], config: RecallConfig) -> FoldPlan | None:
+    """Which span to fold, or None when a fold is not worth a call (law 4a)."""
+    if len(loaded) < config.trigger_min_entries:
+        return None
+    cut = len(loaded) - config.preserve_recent
+    if cut <= 0:
+        return None
+    # Law 3: a turn cut in two keeps all of it verbatim.
+    seam_turn = loaded[cut].turn
+    while cut > 0 and loaded[cut - 1].turn == seam_turn:
+        cut -= 1
+    cut = _keep_tool_calls_with_results(loaded, cut)
+    if cut < config.effective_min_fold:
+        return None
+    span = loaded[:cut]
+    return FoldPlan(
+        span=span,
+        kept=loaded[cut:],
+        from_turn=min(_first_turn(entry) for entry in span),
+        to_turn=max(entry.turn for entry in span),
+    )
+
+
+def _keep_tool_calls_with_results(loaded: list[MemoryEntry], cut: int) -> int:
+    """Move the seam back until no kept tool result answers a folded tool call."""
+    while cut > 0:
+        kept_call_ids = {
+            entry.tool_call_id for entry in loaded[cut:] if entry.role == Role.TOOL
+        }
+        callers = [
+            index
+            for index in range(cut)
+            if loaded[index].role == Role.ASSISTANT
+            and any(call.get("id") in kept_call_ids for call in loaded[index].tool_calls or [])
+        ]
+        if not callers:
+            return cut
+        cut = min(callers)
+    return cut
+
+
+def fold_span(
+    thread: Thread,
+    plan: FoldPlan,
+    config: RecallConfig,
+    summarizer: BaseSummarizer,
+) -> FoldOutcome:
+    """At most one summarizer call for ``plan``, its ledger row, its signal, and write-back."""
+    purpose = FoldPurpose.RECALL_FOLD
+    span_key = plan.span_key
+    if FoldLatch.objects.filter(thread=thread, purpose=purpose, span_key=span_key).exists():
+        return _decline(thread, summarizer, NOT_SMALLER, latched=True)
+
+    started = time.monotonic()
+    try:
+        result = summarizer.summarize(plan.span, instruction=config.instruction)
+        if not isinstance(result, SummaryResult) or not result.text.strip():
+            raise AgentMemoryError(f"{summarizer.backend} returned no summary text.")
+    except Exception as exc:  # law 4(b): a broken summarizer never fails a turn
+        _record_call(thread, summarizer, plan, started, CallOutcome.FAILED, error=exc)
+        _warn_once(purpose, summarizer, exc)
+        return _decline(
+            thread, summarizer, SUMMARIZER_FAILED, called=True, error=type(exc).__name__
+        )
+
+    label = summary_label(
+        from_turn=plan.from_turn,
+        to_turn=plan.to_turn,
+        entry_count=len(plan.span),
+        model=summarizer.model,
+    )
+    content = f"{label}\n{result.text}"
+    tokens = count_tokens(content)
+    if tokens >= plan.span_tokens:
+        _record_call(thread, summarizer, plan, started, CallOutcome.REFUSED_NOT_SMALLER, result)
+        FoldLatch.objects.get_or_create(
+            thread=thread,
+            purpose=purpose,
+            span_key=span_key,
+            defaults={"reason": NOT_SMALLER, "entry_count": len(plan.span),
+                      "model": summarizer.model},
+        )
+        return _decline(thread, summarizer, NOT_SMALLER, result, called=True)
+
+    summary = _write_back(thread, plan, config, summarizer, result, content, tokens, started)
+    if summary is None:
+        # Another worker folded this span first; its summary is the one that counts.
+        return _decline(thread, summarizer, ALREADY_FOLDED, result, called=True)
+    signals.fold_completed.send(
+        sender=type(summarizer),
+        thread=thread,
+        summary=summary,
+        purpose=purpose,
+        model=summarizer.model,
+        prompt_tokens=result.prompt_tokens,
+        completion_tokens=result.completion_tokens,
+        entry_count=len(plan.span),
+    )
+    return FoldOutcome(summary=summary, called=True, plan=plan)
+
+
+def _write_back(
+    thread: Thread,
+    plan: FoldPlan,
+    config: RecallConfig,
+    summarizer: BaseSummarizer,
+    result: SummaryResult,
+    content: str,
+    tokens: int,
+    started: float,
+) -> MemoryEntry | None:
+    ids = [entry.pk for entry in plan.span]
+    newest = plan.span[-1]
+    expiries = [entry.expires_at for entry in plan.span]
+    # Law 7: a summary expires with the newest original it covers, never later.
+    expires_at: datetime | None = None if None in expiries else max(e for e in expiries if e)
+    try:
+        with transaction.atomic():
+            Thread.objects.select_for_update().filter(pk=thread.pk).first()
+            summary = MemoryEntry.objects.create(
+                thread=thread,
+                kind=EntryKind.SUMMARY,
+                role=Role.SYSTEM,
+                content=content,
+                turn=plan.to_turn,
+                position=newest.position,
+                tier=config.summary_tier,
+                token_count=tokens,
+                created_at=max(entry.created_at for entry in plan.span),
+                expires_at=expires_at,
+                summary_key=plan.key,
+            )
+            claimed = (
+                MemoryEntry.objects.filter(pk__in=ids, covered_by__isnull=True)
+                .exclude(pk=summary.pk)
+                .update(covered_by=summary)
+            )
+            if claimed != len(ids):
+                raise _SpanChanged
+            summary.coverage = SummaryCoverage.objects.create(
+                summary=summary,
+                from_turn=plan.from_turn,
+                to_turn=plan.to_turn,
+                entry_count=len(ids),
+                span_tokens=plan.span_tokens,
+                model=summarizer.model,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+            )
+            _record_call(
+                thread, summarizer, plan, started, CallOutcome.FOLDED, result, summary=summary
+            )
+    except (IntegrityError, _SpanChanged) as exc:
+        _record_call(thread, summarizer, plan, started, CallOutcome.DECLINED, result, error=exc)
+        return None
+    return summary
+
+
+class _SpanChanged(Exception):
+    """Some entry of the span was covered or erased while the summarizer ran."""
+
+
+def _record_call(
+    thread: Thread,
+    summarizer: BaseSummarizer,
+    plan: FoldPlan,
+    started: float,
+    outcome: str,
+    result: SummaryResult | None = None,
+    *,
+    error: BaseException | None = None,
+    summary: MemoryEntry | None = None,
+) -> SummarizerCall:
+    return SummarizerCall.objects.create(
+        thread=thread,
+        summary=summary,
+        purpose=FoldPurpose.RECALL_FOLD,
+        backend=summarizer.backend,
+        model=summarizer.model,
+        span_key=plan.span_key,
+        entry_count=len(plan.span),
+        prompt_tokens=result.prompt_tokens if result else None,
+        completion_tokens=result.completion_tokens if result else None,
+        duration_ms=int((time.monotonic() - started) * 1000),
+        outcome=outcome,
+        error_class=type(error).__name__ if error else "",
+    )
+
+
+def _decline(
+    thread: Thread,
+    summarizer: BaseSummarizer,
+    reason: str,
+    result: SummaryResult | None = None,
+    *,
+    latched: bool = False,
+    called: bool = False,
+    error: str = "",
+) -> FoldOutcome:
+    signals.fold_declined.send(
+        sender=type(summarizer),
+        thread=thread,
+        purpose=FoldPurpose.RECALL_FOLD,
+        reason=reason,
+        model=summarizer.model,
+        prompt_tokens=result.prompt_tokens if result else None,
+        completion_tokens=result.completion_tokens if result else None,
+        latched=latched,
+        error=error,
+    )
+    return FoldOutcome(summary=None, decline=reason, latched=latched, called=called)
+
+
+def decline_not_worth_a_call(thread: Thread, summarizer: BaseSummarizer) -> FoldOutcome:
+    return _decline(thread, summarizer, NOT_WORTH_A_CALL)
+
+
+def _warn_once(purpose: str, summarizer: BaseSummarizer, exc: BaseException) -> None:
+    key = (purpose, f"{summarizer.backend}:{summarizer.model}")
+    if key in _warned:
+        return
+    _warned.add(key)
+    logger.warning(
+        "agentmemory: the summarizer %s (model %s) failed during a %s (%s: %s); recall "
+        "proceeds verbatim. Further failures of this summarizer are recorded in the usage "
+        "ledger without another warning in this process.",
+        summarizer.backend,
+        summarizer.model,
+        purpose,
+        type(exc).__name__,
+        exc,
+    )

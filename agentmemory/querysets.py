@@ -1,0 +1,62 @@
+"""Reusable filters. Visibility rules live here and nowhere else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING
+
+from django.db import models
+from django.db.models import Q
+from django.utils import timezone
+
+if TYPE_CHECKING:
+    from agentmemory.models import MemoryEntry, Thread
+
+    _EntryBase = models.QuerySet[MemoryEntry]
+    _ThreadBase = models.QuerySet[Thread]
+else:
+    _EntryBase = models.QuerySet
+    _ThreadBase = models.QuerySet
+
+
+def unexpired_q(now: datetime, prefix: str = "") -> Q:
+    return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
+
+
+class MemoryEntryQuerySet(_EntryBase):
+    def unexpired(self, now: datetime | None = None) -> MemoryEntryQuerySet:
+        return self.filter(unexpired_q(now or timezone.now()))
+
+    def expired(self, now: datetime | None = None) -> MemoryEntryQuerySet:
+        return self.filter(expires_at__lte=now or timezone.now())
+
+    def uncovered(self) -> MemoryEntryQuerySet:
+        return self.filter(covered_by__isnull=True)
+
+    def visible(
+        self, now: datetime | None = None, tiers: Iterable[str] | None = None
+    ) -> MemoryEntryQuerySet:
+        """What recall may load: not expired, not covered by a summary, in ``tiers``.
+
+        A summary never outlives the originals it covers (its expiry is theirs), so a
+        covered original is never hidden by an expired summary.
+        """
+        qs = self.uncovered().unexpired(now)
+        if tiers is not None:
+            qs = qs.filter(tier__in=list(tiers))
+        return qs
+
+    def summaries(self) -> MemoryEntryQuerySet:
+        return self.filter(kind="summary")
+
+    def messages(self) -> MemoryEntryQuerySet:
+        return self.filter(kind="message")
+
+    def newest_first(self) -> MemoryEntryQuerySet:
+        return self.order_by("-position", "-id")
+
+
+class ThreadQuerySet(_ThreadBase):
+    def owned_by(self, user: object) -> ThreadQuerySet:
+        return self.filter(owner=user)

@@ -1,0 +1,359 @@
+"""The Python API. Tasks, views, admin actions and commands are thin layers over this.
+
+Every function takes model instances or ids and leaves the database consistent:
+writes happen in one transaction, and a call that raises has written nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentmemory.conf import memory_settings
+from agentmemory.exceptions import InvalidMessageError, NotASummaryError
+from agentmemory.models import EntryKind, MemoryEntry, Role, Thread, Tier
+from agentmemory.pipeline.budget import pick_by_budget
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.decay import filter_by_decay
+from agentmemory.pipeline.format import entry_line, format_context
+from agentmemory.pipeline.load import load_recent
+from agentmemory.pipeline.summarize import (
+    FoldOutcome,
+    decline_not_worth_a_call,
+    fold_span,
+    plan_fold,
+)
+from agentmemory.summarizers import get_summarizer
+from agentmemory.tokens import count_tokens
+
+MESSAGE_FIELDS = frozenset(
+    {"role", "content", "tool_calls", "tool_name", "tool_call_id", "turn", "tier", "metadata"}
+)
+
+
+# ---------------------------------------------------------------- threads
+
+
+def thread_ttl(thread: Thread) -> timedelta | None:
+    """The thread's TTL for written entries, or the project default."""
+    if thread.ttl is not None:
+        return thread.ttl
+    default = memory_settings.DEFAULT_TTL
+    if default is None or isinstance(default, timedelta):
+        return default
+    return timedelta(seconds=default)
+
+
+def thread_write_tier(thread: Thread) -> str:
+    return thread.write_tier or memory_settings.WRITE_TIER
+
+
+# ---------------------------------------------------------------- append
+
+
+def append(
+    thread: Thread,
+    messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    *,
+    now: datetime | None = None,
+) -> list[MemoryEntry]:
+    """Store one message or several, in order, and return the stored entries.
+
+    A message is a mapping with ``role`` and ``content``, and optionally
+    ``tool_calls`` (assistant: ``[{"id", "name", "arguments"}]``), ``tool_name`` and
+    ``tool_call_id`` (tool), ``turn``, ``tier`` and ``metadata``. When ``turn`` is
+    omitted, each user message opens a new turn and the others join the current one.
+    Any invalid message raises :class:`InvalidMessageError` and nothing is stored.
+    """
+    batch = [messages] if isinstance(messages, Mapping) else list(messages)
+    cleaned = [_clean_message(message, index) for index, message in enumerate(batch)]
+    now = now or timezone.now()
+    ttl = thread_ttl(thread)
+    expires_at = now + ttl if ttl is not None else None
+    default_tier = thread_write_tier(thread)
+    with transaction.atomic():
+        # The row lock serialises appends to one thread, so positions and turns are
+        # assigned from the counters without reading the thread's entries.
+        locked = Thread.objects.select_for_update().only("last_position", "last_turn").get(
+            pk=thread.pk
+        )
+        position, turn = locked.last_position, locked.last_turn
+        entries = []
+        for index, message in enumerate(cleaned):
+            position += 1
+            if message.get("turn") is not None:
+                if message["turn"] < turn:
+                    raise InvalidMessageError(
+                        f"turn {message['turn']} is before the thread's current turn {turn}.",
+                        field="turn",
+                        index=index,
+                    )
+                turn = message["turn"]
+            elif message["role"] == Role.USER or turn == 0:
+                turn += 1
+            entry = MemoryEntry(
+                thread=thread,
+                kind=EntryKind.MESSAGE,
+                role=message["role"],
+                content=message["content"],
+                tool_calls=message.get("tool_calls") or [],
+                tool_name=message.get("tool_name", ""),
+                tool_call_id=message.get("tool_call_id", ""),
+                turn=turn,
+                position=position,
+                tier=message.get("tier") or default_tier,
+                created_at=now,
+                expires_at=expires_at,
+                metadata=message.get("metadata") or {},
+            )
+            entry.token_count = count_tokens(entry_line(entry))
+            entries.append(entry)
+        MemoryEntry.objects.bulk_create(entries)
+        Thread.objects.filter(pk=thread.pk).update(
+            last_position=position, last_turn=turn, updated_at=now
+        )
+    thread.last_position, thread.last_turn = position, turn
+    return entries
+
+
+def _clean_message(message: Any, index: int) -> dict[str, Any]:
+    def fail(text: str, name: str) -> InvalidMessageError:
+        return InvalidMessageError(f"message {index}: {text}", field=name, index=index)
+
+    if not isinstance(message, Mapping):
+        raise fail("must be a mapping with 'role' and 'content'.", "non_field_errors")
+    unknown = sorted(set(message) - MESSAGE_FIELDS)
+    if unknown:
+        raise fail(f"unknown fields {unknown}.", unknown[0])
+    role = message.get("role")
+    if role not in Role.values:
+        raise fail(f"role must be one of {', '.join(Role.values)}, got {role!r}.", "role")
+    content = message.get("content", "")
+    if not isinstance(content, str):
+        raise fail("content must be a string.", "content")
+    tool_calls = _clean_tool_calls(message.get("tool_calls") or [], role, fail)
+    if not content.strip() and not tool_calls:
+        raise fail("content must not be empty.", "content")
+    cleaned: dict[str, Any] = {"role": role, "content": content, "tool_calls": tool_calls}
+    tool_call_id = message.get("tool_call_id") or ""
+    tool_name = message.get("tool_name") or ""
+    if role == Role.TOOL and not tool_call_id:
+        raise fail("a tool message needs the tool_call_id it answers.", "tool_call_id")
+    if role != Role.TOOL and (tool_call_id or tool_name):
+        raise fail("tool_call_id and tool_name belong to tool messages only.", "tool_call_id")
+    for name, value in (("tool_call_id", tool_call_id), ("tool_name", tool_name)):
+        if not isinstance(value, str) or len(value) > 200:
+            raise fail(f"{name} must be a string of at most 200 characters.", name)
+    cleaned["tool_call_id"], cleaned["tool_name"] = tool_call_id, tool_name
+    turn = message.get("turn")
+    if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 1):
+        raise fail("turn must be a positive integer.", "turn")
+    cleaned["turn"] = turn
+    tier = message.get("tier")
+    if tier is not None and tier not in Tier.values:
+        raise fail(f"tier must be one of {', '.join(Tier.values)}, got {tier!r}.", "tier")
+    cleaned["tier"] = tier
+    metadata = message.get("metadata") or {}
+    if not isinstance(metadata, Mapping):
+        raise fail("metadata must be an object.", "metadata")
+    cleaned["metadata"] = dict(metadata)
+    return cleaned
+
+
+def _clean_tool_calls(calls: Any, role: str, fail: Any) -> list[dict[str, Any]]:
+    if not calls:
+        return []
+    if role != Role.ASSISTANT:
+        raise fail("only assistant messages carry tool_calls.", "tool_calls")
+    if not isinstance(calls, list):
+        raise fail("tool_calls must be a list.", "tool_calls")
+    cleaned = []
+    for call in calls:
+        if not isinstance(call, Mapping):
+            raise fail("each tool call must be an object with id and name.", "tool_calls")
+        # Accept OpenAI's nested shape as well as the flat one.
+        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        call_id, name = call.get("id"), function.get("name")
+        if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+            raise fail("each tool call needs a non-empty string id and name.", "tool_calls")
+        cleaned.append({"id": call_id, "name": name, "arguments": function.get("arguments", "")})
+    return cleaned
+
+
+# ---------------------------------------------------------------- recall
+
+
+@dataclass(frozen=True)
+class RecalledMessage:
+    id: int
+    kind: str
+    role: str
+    content: str
+    turn: int
+    tokens: int
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_name: str = ""
+    tool_call_id: str = ""
+
+    @classmethod
+    def of(cls, entry: MemoryEntry) -> RecalledMessage:
+        return cls(
+            id=entry.pk,
+            kind=entry.kind,
+            role=entry.role,
+            content=entry.content,
+            turn=entry.turn,
+            tokens=entry.token_count,
+            tool_calls=list(entry.tool_calls or []),
+            tool_name=entry.tool_name,
+            tool_call_id=entry.tool_call_id,
+        )
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """The context one recall produced, and why it looks the way it does."""
+
+    messages: list[RecalledMessage]
+    text: str
+    tokens: int
+    summaries_used: list[int]
+    decline: str | None
+    folded_summary_id: int | None
+    loaded_count: int
+    budget_decline: str | None = None
+
+
+def recall(
+    thread: Thread, budget_tokens: int, *, now: datetime | None = None, **overrides: Any
+) -> RecallResult:
+    """Load, summarize, [decay], pick by budget and format the thread's context.
+
+    ``overrides`` replace settings for this call (``preserve_recent=3``,
+    ``mode="inline"``...). The number of queries is the same however long the
+    thread is: one load, and at most a latch check and a write-back when folding.
+    """
+    config = RecallConfig.build(**overrides)
+    now = now or timezone.now()
+    loaded = load_recent(thread, config, now)
+    outcome = _summarize_stage(thread, loaded, config)
+    if outcome.summary is not None and outcome.plan is not None:
+        # The span is always the oldest part of what was loaded.
+        loaded = [outcome.summary, *outcome.plan.kept]
+    if config.decay is not None:
+        loaded = filter_by_decay(loaded, now, config.decay)
+    picked, budget_decline = pick_by_budget(loaded, budget_tokens, config)
+    text = format_context(picked, config)
+    return RecallResult(
+        messages=[RecalledMessage.of(entry) for entry in picked],
+        text=text,
+        tokens=count_tokens(text) if text else 0,
+        summaries_used=[entry.pk for entry in picked if entry.is_summary],
+        decline=outcome.decline,
+        folded_summary_id=outcome.summary.pk if outcome.summary else None,
+        loaded_count=len(loaded),
+        budget_decline=budget_decline,
+    )
+
+
+def _summarize_stage(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig) -> FoldOutcome:
+    if config.mode == "background":
+        # Recall never waits on a model in background mode; the worker folds.
+        return FoldOutcome(summary=None)
+    return _fold_loaded(thread, loaded, config)
+
+
+def _fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig) -> FoldOutcome:
+    summarizer = get_summarizer()
+    plan = plan_fold(loaded, config)
+    if plan is None:
+        if len(loaded) <= config.preserve_recent:
+            return FoldOutcome(summary=None)  # nothing could be folded: nothing to say
+        return decline_not_worth_a_call(thread, summarizer)
+    return fold_span(thread, plan, config, summarizer)
+
+
+# ---------------------------------------------------------------- fold, expand, unfold
+
+
+def fold(thread: Thread, *, now: datetime | None = None, **overrides: Any) -> FoldOutcome:
+    """The summarize stage on its own: fold what recall would fold now."""
+    config = RecallConfig.build(**overrides)
+    loaded = load_recent(thread, config, now or timezone.now())
+    return _fold_loaded(thread, loaded, config)
+
+
+def _require_summary(summary: MemoryEntry) -> None:
+    if summary.kind != EntryKind.SUMMARY:
+        raise NotASummaryError(f"Entry {summary.pk} is a {summary.kind}, not a summary.")
+
+
+def expand(summary: MemoryEntry, *, recursive: bool = False) -> list[MemoryEntry]:
+    """The exact entries a summary covers, in thread order.
+
+    With ``recursive=True`` nested summaries are replaced by their own originals,
+    down to messages: one query per level of nesting.
+    """
+    _require_summary(summary)
+    entries = list(
+        MemoryEntry.objects.filter(covered_by=summary).select_related("coverage").order_by(
+            "position", "id"
+        )
+    )
+    while recursive and any(entry.is_summary for entry in entries):
+        nested = [entry.pk for entry in entries if entry.is_summary]
+        children = MemoryEntry.objects.filter(covered_by__in=nested).select_related("coverage")
+        entries = sorted(
+            [entry for entry in entries if not entry.is_summary] + list(children),
+            key=lambda entry: (entry.position, entry.pk),
+        )
+    return entries
+
+
+def derived_summaries(entries: Iterable[MemoryEntry]) -> list[int]:
+    """Ids of every summary built on ``entries``, up through nested summaries."""
+    found: list[int] = []
+    frontier = {entry.covered_by_id for entry in entries if entry.covered_by_id}
+    while frontier:
+        found.extend(frontier)
+        frontier = set(
+            MemoryEntry.objects.filter(pk__in=frontier, covered_by__isnull=False).values_list(
+                "covered_by_id", flat=True
+            )
+        ) - set(found)
+    return found
+
+
+def unfold(summary: MemoryEntry) -> int:
+    """Delete a summary (and any summary built on it); its originals become verbatim.
+
+    Returns the number of summaries deleted.
+    """
+    _require_summary(summary)
+    with transaction.atomic():
+        ids = [summary.pk, *derived_summaries([summary])]
+        MemoryEntry.objects.filter(pk__in=ids).delete()
+    return len(ids)
+
+
+# ---------------------------------------------------------------- erasure
+
+
+def erase_entry(entry: MemoryEntry) -> None:
+    """Delete an entry and every summary derived from it, in one transaction (law 7)."""
+    with transaction.atomic():
+        ids = [entry.pk, *derived_summaries([entry])]
+        MemoryEntry.objects.filter(pk__in=ids).delete()
+
+
+def erase_thread(thread: Thread) -> None:
+    """Delete a thread with everything in it."""
+    with transaction.atomic():
+        # Clear coverage links first so deletion is not one SET NULL per summary.
+        MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
+        thread.delete()

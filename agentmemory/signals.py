@@ -1,0 +1,20 @@
+"""Signals sent by agentmemory. Every fold and every decline is sent, never silent.
+
+``fold_completed``: a summary was written. Arguments: ``thread``, ``summary``,
+``purpose``, ``model``, ``prompt_tokens``, ``completion_tokens``, ``entry_count``.
+
+``fold_declined``: a fold was considered and not made. Arguments: ``thread``,
+``purpose``, ``reason`` (``not-worth-a-call``, ``summarizer-failed``, ``not-smaller``),
+``model``, ``prompt_tokens``, ``completion_tokens`` (None when no call was made),
+``latched`` (True when a persistent latch answered without a call), ``error`` (the
+exception class name for ``summarizer-failed``, else ``""``).
+
+Both are sent with ``sender`` = the summarizer class.
+"""
+
+from __future__ import annotations
+
+from django.dispatch import Signal
+
+fold_completed = Signal()
+fold_declined = Signal()

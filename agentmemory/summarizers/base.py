@@ -1,0 +1,62 @@
+"""The summarizer contract: a fixed prompt in, text and usage out."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.transcript import MessageLike, render_transcript
+
+ChatMessage = dict[str, str]
+
+
+@dataclass(frozen=True)
+class SummaryResult:
+    """What one call returned. Token counts are None when the backend cannot know them."""
+
+    text: str
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+
+def build_prompt(messages: Sequence[MessageLike], instruction: str) -> list[ChatMessage]:
+    """The request every backend sends: the authored instruction, then the span as data."""
+    return [
+        {"role": "system", "content": instruction},
+        {"role": "user", "content": render_transcript(messages)},
+    ]
+
+
+class BaseSummarizer:
+    """Subclasses implement :meth:`complete`; the prompt is composed here, once."""
+
+    #: Options this backend accepts in ``AGENTMEMORY['SUMMARIZER']['OPTIONS']``.
+    option_names: frozenset[str] = frozenset()
+
+    def __init__(self, *, model: str, options: dict[str, Any] | None = None) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise AgentMemoryConfigurationError(
+                f"AGENTMEMORY['SUMMARIZER']['MODEL'] must name the model {type(self).__name__} "
+                "calls; there is no fallback to the agent's model."
+            )
+        options = dict(options or {})
+        unknown = sorted(set(options) - self.option_names)
+        if unknown:
+            raise AgentMemoryConfigurationError(
+                f"AGENTMEMORY['SUMMARIZER']['OPTIONS'] has unknown keys {unknown} for "
+                f"{type(self).__name__}; accepted: {sorted(self.option_names) or 'none'}."
+            )
+        self.model = model
+        self.options = options
+
+    @property
+    def backend(self) -> str:
+        return f"{type(self).__module__}.{type(self).__qualname__}"
+
+    def summarize(self, messages: Sequence[MessageLike], *, instruction: str) -> SummaryResult:
+        return self.complete(build_prompt(messages, instruction))
+
+    def complete(self, prompt: list[ChatMessage]) -> SummaryResult:
+        raise NotImplementedError

@@ -1,0 +1,91 @@
+"""The OpenAI backend, on the official ``openai`` client.
+
+``base_url`` makes any OpenAI-compatible server work. The key is read from the
+environment variable named by ``API_KEY_ENV`` at call time: never from the database,
+never logged. One attempt per call: the client's own retries are off, and retrying
+is the background task's decision (law 11).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import openai
+
+from agentmemory.exceptions import (
+    AgentMemoryConfigurationError,
+    SummarizerError,
+    TransientSummarizerError,
+)
+from agentmemory.summarizers.base import BaseSummarizer, ChatMessage, SummaryResult
+
+_TRANSIENT = (
+    openai.APITimeoutError,
+    openai.APIConnectionError,
+    openai.RateLimitError,
+    openai.InternalServerError,
+)
+
+
+class OpenAISummarizer(BaseSummarizer):
+    option_names = frozenset(
+        {"BASE_URL", "API_KEY_ENV", "TIMEOUT", "SEED", "MAX_TOKENS", "ORGANIZATION"}
+    )
+
+    def __init__(self, *, model: str, options: dict[str, Any] | None = None) -> None:
+        super().__init__(model=model, options=options)
+        timeout = self.options.get("TIMEOUT", 30.0)
+        if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
+            raise AgentMemoryConfigurationError(
+                "AGENTMEMORY['SUMMARIZER']['OPTIONS']['TIMEOUT'] must be a positive number "
+                f"of seconds, got {timeout!r}."
+            )
+        self.timeout = float(timeout)
+        self.seed = int(self.options.get("SEED", 0))
+        self.api_key_env = str(self.options.get("API_KEY_ENV", "OPENAI_API_KEY"))
+        self._client: openai.OpenAI | None = None
+
+    @property
+    def client(self) -> openai.OpenAI:
+        if self._client is None:
+            api_key = os.environ.get(self.api_key_env)
+            if not api_key:
+                raise SummarizerError(
+                    f"The environment variable {self.api_key_env} is empty; set it to the API "
+                    "key, or name another with AGENTMEMORY['SUMMARIZER']['OPTIONS']"
+                    "['API_KEY_ENV']."
+                )
+            self._client = openai.OpenAI(
+                api_key=api_key,
+                base_url=self.options.get("BASE_URL"),
+                organization=self.options.get("ORGANIZATION"),
+                timeout=self.timeout,
+                max_retries=0,
+            )
+        return self._client
+
+    def complete(self, prompt: list[ChatMessage]) -> SummaryResult:
+        extra: dict[str, Any] = {}
+        if self.options.get("MAX_TOKENS"):
+            extra["max_tokens"] = int(self.options["MAX_TOKENS"])
+        try:
+            response = self.client.chat.completions.create(
+                model=self.model,
+                messages=prompt,  # type: ignore[arg-type]
+                temperature=0,
+                seed=self.seed,
+                **extra,
+            )
+        except _TRANSIENT as exc:
+            raise TransientSummarizerError(f"{type(exc).__name__}: {exc}") from exc
+        except openai.OpenAIError as exc:
+            raise SummarizerError(f"{type(exc).__name__}: {exc}") from exc
+        if not response.choices:
+            raise SummarizerError(f"{self.model} returned no choices.")
+        usage = response.usage
+        return SummaryResult(
+            text=response.choices[0].message.content or "",
+            prompt_tokens=usage.prompt_tokens if usage else None,
+            completion_tokens=usage.completion_tokens if usage else None,
+        )

@@ -1,0 +1,98 @@
+"""The demo site. Embedded default: SQLite, eager Celery, the offline summarizer.
+
+Environment variables switch it to a real deployment shape:
+DATABASE_URL-style PG* variables with AGENTMEMORY_DB=postgres, and
+CELERY_BROKER_URL=redis://127.0.0.1:6379/0 for a real worker.
+"""
+
+import os
+from pathlib import Path
+
+BASE_DIR = Path(__file__).resolve().parent
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "agentmemory-demo-not-for-production")
+DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+USE_TZ = True
+TIME_ZONE = "UTC"
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "agentmemory",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "example_project.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+WSGI_APPLICATION = "example_project.wsgi.application"
+STATIC_URL = "/static/"
+
+if os.environ.get("AGENTMEMORY_DB") == "postgres":
+    DATABASES = {
+        "default": {
+            "ENGINE": "django.db.backends.postgresql",
+            "NAME": os.environ.get("PGDATABASE", "agentmemory_demo"),
+            "USER": os.environ.get("PGUSER", "postgres"),
+            "PASSWORD": os.environ.get("PGPASSWORD", ""),
+            "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+            "PORT": os.environ.get("PGPORT", "5432"),
+        }
+    }
+else:
+    DATABASES = {
+        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}
+    }
+
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")
+# No broker configured: run tasks in-process so the demo needs nothing else running.
+CELERY_TASK_ALWAYS_EAGER = not CELERY_BROKER_URL
+CELERY_TASK_EAGER_PROPAGATES = True
+
+AGENTMEMORY = {
+    "RECALL_MODE": os.environ.get("AGENTMEMORY_RECALL_MODE", "inline"),
+    "SUMMARIZER": {
+        "BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer",
+        "MODEL": "offline-extractive-1",
+    },
+}
+if os.environ.get("AGENTMEMORY_OPENAI_MODEL"):
+    AGENTMEMORY["SUMMARIZER"] = {
+        "BACKEND": "agentmemory.summarizers.openai.OpenAISummarizer",
+        "MODEL": os.environ["AGENTMEMORY_OPENAI_MODEL"],
+        "OPTIONS": {"BASE_URL": os.environ.get("OPENAI_BASE_URL") or None},
+    }
+
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "loggers": {"agentmemory": {"handlers": ["console"], "level": "INFO"}},
+}
