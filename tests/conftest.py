@@ -1,0 +1,75 @@
+"""Shared fixtures. PostgreSQL and Redis are real; absent ones skip locally, fail in CI."""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+
+import pytest
+from django.conf import settings
+
+from agentmemory.pipeline import summarize as summarize_stage
+
+pytest_plugins = ["tests.openai_server"]
+
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def require_service(name: str, host: str, port: int) -> None:
+    """Skip with a clear reason on a developer's machine; fail under CI=true."""
+    if reachable(host, port):
+        return
+    message = f"{name} is not reachable on {host}:{port}"
+    if IN_CI:
+        pytest.fail(f"{message}, and CI=true forbids skipping: start {name}.", pytrace=False)
+    pytest.skip(f"{message}; start it to run these tests.")
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if settings.DATABASES["default"]["ENGINE"].endswith("postgresql"):
+        host = settings.DATABASES["default"]["HOST"]
+        port = int(settings.DATABASES["default"]["PORT"])
+        if not reachable(host, port):
+            message = f"PostgreSQL is not reachable on {host}:{port}"
+            if IN_CI:
+                pytest.exit(f"{message}, and CI=true forbids skipping.", returncode=1)
+            pytest.exit(f"{message}: the PostgreSQL run is skipped.", returncode=0)
+
+
+@pytest.fixture
+def on_postgres() -> bool:
+    return bool(settings.DATABASES["default"]["ENGINE"].endswith("postgresql"))
+
+
+@pytest.fixture
+def redis_url() -> str:
+    from urllib.parse import urlparse
+
+    url = settings.REDIS_URL
+    parsed = urlparse(url)
+    require_service("Redis", parsed.hostname or "127.0.0.1", parsed.port or 6379)
+    return str(url)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_process_state() -> Iterator[None]:
+    """Each test sees the process as new: cached summarizer, warn-once memory."""
+    from agentmemory import summarizers, tokens
+    from agentmemory.conf import memory_settings
+
+    memory_settings.reload()
+    summarizers.get_summarizer.cache_clear()
+    tokens.get_counter.cache_clear()
+    summarize_stage._warned.clear()
+    yield
+    memory_settings.reload()
+    summarizers.get_summarizer.cache_clear()

@@ -1,0 +1,1 @@
+"""Placeholder: the loopback OpenAI-compatible server fixture is written here."""
