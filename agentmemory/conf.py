@@ -49,6 +49,15 @@ DEFAULTS: dict[str, Any] = {
     # write side: defaults for threads that set no policy of their own
     "WRITE_TIER": "hot",
     "DEFAULT_TTL": None,
+    # background work (Celery). Queue names None: Celery's default queue.
+    "FOLD_QUEUE": None,
+    "MAINTENANCE_QUEUE": None,
+    "FOLD_RETRY_MAX": 3,
+    "FOLD_RETRY_BACKOFF": 2.0,
+    "FOLDS_PER_TASK": 10,
+    "PURGE_BATCH_SIZE": 1000,
+    "SWEEP_WINDOW": 86400,
+    "SWEEP_LIMIT": 500,
     # tokens
     "TOKEN_COUNTER": "agentmemory.tokens.EncodingCounter",
     "TOKEN_ENCODING": "o200k_base",

@@ -6,6 +6,7 @@ writes happen in one transaction, and a call that raises has written nothing.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -16,7 +17,16 @@ from django.utils import timezone
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, NotASummaryError
-from agentmemory.models import EntryKind, MemoryEntry, Role, Thread, Tier
+from agentmemory.models import (
+    EntryKind,
+    FoldedSpan,
+    FoldLatch,
+    FoldPurpose,
+    MemoryEntry,
+    Role,
+    Thread,
+    Tier,
+)
 from agentmemory.pipeline.budget import pick_by_budget
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
@@ -30,6 +40,8 @@ from agentmemory.pipeline.summarize import (
 )
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
+
+logger = logging.getLogger("agentmemory")
 
 MESSAGE_FIELDS = frozenset(
     {"role", "content", "tool_calls", "tool_name", "tool_call_id", "turn", "tier", "metadata"}
@@ -117,6 +129,8 @@ def append(
         Thread.objects.filter(pk=thread.pk).update(
             last_position=position, last_turn=turn, updated_at=now
         )
+        if memory_settings.RECALL_MODE == "background" and fold_due(thread, now=now):
+            transaction.on_commit(lambda: enqueue_fold(thread.pk))
     thread.last_position, thread.last_turn = position, turn
     return entries
 
@@ -288,6 +302,93 @@ def fold(thread: Thread, *, now: datetime | None = None, **overrides: Any) -> Fo
     return _fold_loaded(thread, loaded, config)
 
 
+def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
+    """Would a recall fold now? Two bounded queries: the load and the latch check."""
+    config = RecallConfig.build()
+    plan = plan_fold(load_recent(thread, config, now or timezone.now()), config)
+    return plan is not None and not FoldLatch.objects.filter(
+        thread=thread, purpose=FoldPurpose.RECALL_FOLD, span_key=plan.span_key
+    ).exists()
+
+
+def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]:
+    """The background fold: fold while a fold is due, at most FOLDS_PER_TASK times.
+
+    Transient summarizer errors propagate (recorded in the ledger first) so the
+    Celery task can retry; every other outcome is a result.
+    """
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is None:
+        return []  # erased while the task waited: nothing to do
+    config = RecallConfig.build(mode="inline")
+    summarizer = get_summarizer()
+    outcomes: list[FoldOutcome] = []
+    for _ in range(memory_settings.FOLDS_PER_TASK):
+        plan = plan_fold(load_recent(thread, config, timezone.now()), config)
+        if plan is None:
+            break
+        outcome = fold_span(
+            thread, plan, config, summarizer, attempt=attempt, raise_transient=True
+        )
+        outcomes.append(outcome)
+        if not outcome.folded:
+            break
+    return outcomes
+
+
+def enqueue_fold(thread_id: int) -> bool:
+    """Send ``fold_thread`` to the broker; a broker outage loses nothing.
+
+    The database is the record of pending work: when the broker is down this logs a
+    warning and returns False, and ``sweep`` enqueues the fold once it is back.
+    """
+    from agentmemory.tasks import fold_thread
+
+    try:
+        fold_thread.apply_async((thread_id,), **fold_task_options())
+    except Exception as exc:
+        logger.warning(
+            "agentmemory: could not enqueue the fold of thread %s (%s: %s); the periodic "
+            "sweep will enqueue it when the broker is reachable.",
+            thread_id,
+            type(exc).__name__,
+            exc,
+        )
+        return False
+    return True
+
+
+def fold_task_options() -> dict[str, Any]:
+    """Queue and time limits for ``fold_thread``, above the summarizer's own timeout."""
+    timeout = float(getattr(get_summarizer(), "timeout", 60.0))
+    options: dict[str, Any] = {
+        "soft_time_limit": timeout + 30,
+        "time_limit": timeout + 60,
+        "retry": False,
+    }
+    if memory_settings.FOLD_QUEUE:
+        options["queue"] = memory_settings.FOLD_QUEUE
+    return options
+
+
+def sweep(*, now: datetime | None = None) -> list[int]:
+    """Enqueue folds that are due but were never done (a lost task, a broker outage).
+
+    Looks at threads written within ``SWEEP_WINDOW`` seconds, newest first, at most
+    ``SWEEP_LIMIT`` of them; returns the ids it enqueued.
+    """
+    now = now or timezone.now()
+    since = now - timedelta(seconds=memory_settings.SWEEP_WINDOW)
+    candidates = Thread.objects.filter(updated_at__gte=since).order_by("-updated_at")[
+        : memory_settings.SWEEP_LIMIT
+    ]
+    enqueued = []
+    for thread in candidates:
+        if fold_due(thread, now=now) and enqueue_fold(thread.pk):
+            enqueued.append(thread.pk)
+    return enqueued
+
+
 def _require_summary(summary: MemoryEntry) -> None:
     if summary.kind != EntryKind.SUMMARY:
         raise NotASummaryError(f"Entry {summary.pk} is a {summary.kind}, not a summary.")
@@ -352,8 +453,77 @@ def erase_entry(entry: MemoryEntry) -> None:
 
 
 def erase_thread(thread: Thread) -> None:
-    """Delete a thread with everything in it."""
+    """Delete a thread with everything in it: entries, summaries, spans, latches."""
     with transaction.atomic():
         # Clear coverage links first so deletion is not one SET NULL per summary.
         MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
         thread.delete()
+
+
+def erase_user(user_id: int) -> int:
+    """Erase every thread the user owns; returns how many threads were erased."""
+    with transaction.atomic():
+        threads = list(Thread.objects.filter(owner_id=user_id))
+        for thread in threads:
+            erase_thread(thread)
+    return len(threads)
+
+
+# ---------------------------------------------------------------- retention
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    entries: int
+    spans: int
+    batches: int
+
+
+def purge_expired(
+    *, now: datetime | None = None, batch_size: int | None = None, max_batches: int | None = None
+) -> PurgeResult:
+    """Delete expired rows in bounded batches, each batch one transaction.
+
+    An expired entry is deleted together with everything it covers, and only when
+    nothing unexpired covers it: a summary's expiry is the newest of its originals',
+    so a batch never leaves a summary without its originals, nor an original hidden
+    by a summary that is gone.
+    """
+    now = now or timezone.now()
+    batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
+    entries = spans = batches = 0
+    while max_batches is None or batches < max_batches:
+        with transaction.atomic():
+            roots = list(
+                MemoryEntry.objects.filter(covered_by__isnull=True, expires_at__lte=now)
+                .order_by("expires_at", "id")
+                .values_list("pk", flat=True)[:batch_size]
+            )
+            span_ids = list(
+                FoldedSpan.objects.filter(expires_at__lte=now).values_list("pk", flat=True)[
+                    :batch_size
+                ]
+            )
+            if not roots and not span_ids:
+                break
+            doomed = _with_covered(roots)
+            # Unlink first, so the delete is one statement rather than a SET NULL each.
+            MemoryEntry.objects.filter(pk__in=doomed).update(covered_by=None)
+            entries += MemoryEntry.objects.filter(pk__in=doomed).delete()[1].get(
+                MemoryEntry._meta.label, 0
+            )
+            spans += FoldedSpan.objects.filter(pk__in=span_ids).delete()[0]
+        batches += 1
+    return PurgeResult(entries=entries, spans=spans, batches=batches)
+
+
+def _with_covered(roots: list[int]) -> list[int]:
+    """``roots`` and everything below them through coverage, one query per level."""
+    found = list(roots)
+    frontier = roots
+    while frontier:
+        frontier = list(
+            MemoryEntry.objects.filter(covered_by__in=frontier).values_list("pk", flat=True)
+        )
+        found.extend(frontier)
+    return found

@@ -17,7 +17,7 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 
 from agentmemory import signals
-from agentmemory.exceptions import AgentMemoryError
+from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -133,8 +133,15 @@ def fold_span(
     plan: FoldPlan,
     config: RecallConfig,
     summarizer: BaseSummarizer,
+    *,
+    attempt: int = 1,
+    raise_transient: bool = False,
 ) -> FoldOutcome:
-    """At most one summarizer call for ``plan``, its ledger row, its signal, and write-back."""
+    """At most one summarizer call for ``plan``, its ledger row, its signal, and write-back.
+
+    With ``raise_transient`` (the background task), a transient failure is recorded
+    and re-raised so the task can retry; in a recall it is a decline like any other.
+    """
     purpose = FoldPurpose.RECALL_FOLD
     span_key = plan.span_key
     if FoldLatch.objects.filter(thread=thread, purpose=purpose, span_key=span_key).exists():
@@ -146,7 +153,11 @@ def fold_span(
         if not isinstance(result, SummaryResult) or not result.text.strip():
             raise AgentMemoryError(f"{summarizer.backend} returned no summary text.")
     except Exception as exc:  # law 4(b): a broken summarizer never fails a turn
-        _record_call(thread, summarizer, plan, started, CallOutcome.FAILED, error=exc)
+        _record_call(
+            thread, summarizer, plan, started, CallOutcome.FAILED, error=exc, attempt=attempt
+        )
+        if raise_transient and isinstance(exc, TransientSummarizerError):
+            raise
         _warn_once(purpose, summarizer, exc)
         return _decline(
             thread, summarizer, SUMMARIZER_FAILED, called=True, error=type(exc).__name__
@@ -161,7 +172,10 @@ def fold_span(
     content = f"{label}\n{result.text}"
     tokens = count_tokens(content)
     if tokens >= plan.span_tokens:
-        _record_call(thread, summarizer, plan, started, CallOutcome.REFUSED_NOT_SMALLER, result)
+        _record_call(
+            thread, summarizer, plan, started, CallOutcome.REFUSED_NOT_SMALLER, result,
+            attempt=attempt,
+        )
         FoldLatch.objects.get_or_create(
             thread=thread,
             purpose=purpose,
@@ -171,7 +185,9 @@ def fold_span(
         )
         return _decline(thread, summarizer, NOT_SMALLER, result, called=True)
 
-    summary = _write_back(thread, plan, config, summarizer, result, content, tokens, started)
+    summary = _write_back(
+        thread, plan, config, summarizer, result, content, tokens, started, attempt
+    )
     if summary is None:
         # Another worker folded this span first; its summary is the one that counts.
         return _decline(thread, summarizer, ALREADY_FOLDED, result, called=True)
@@ -197,6 +213,7 @@ def _write_back(
     content: str,
     tokens: int,
     started: float,
+    attempt: int,
 ) -> MemoryEntry | None:
     ids = [entry.pk for entry in plan.span]
     newest = plan.span[-1]
@@ -237,10 +254,14 @@ def _write_back(
                 completion_tokens=result.completion_tokens,
             )
             _record_call(
-                thread, summarizer, plan, started, CallOutcome.FOLDED, result, summary=summary
+                thread, summarizer, plan, started, CallOutcome.FOLDED, result,
+                summary=summary, attempt=attempt,
             )
     except (IntegrityError, _SpanChanged) as exc:
-        _record_call(thread, summarizer, plan, started, CallOutcome.DECLINED, result, error=exc)
+        _record_call(
+            thread, summarizer, plan, started, CallOutcome.DECLINED, result,
+            error=exc, attempt=attempt,
+        )
         return None
     return summary
 
@@ -259,6 +280,7 @@ def _record_call(
     *,
     error: BaseException | None = None,
     summary: MemoryEntry | None = None,
+    attempt: int = 1,
 ) -> SummarizerCall:
     return SummarizerCall.objects.create(
         thread=thread,
@@ -268,6 +290,7 @@ def _record_call(
         model=summarizer.model,
         span_key=plan.span_key,
         entry_count=len(plan.span),
+        attempt=attempt,
         prompt_tokens=result.prompt_tokens if result else None,
         completion_tokens=result.completion_tokens if result else None,
         duration_ms=int((time.monotonic() - started) * 1000),
