@@ -2,6 +2,7 @@
 
 Ids: E001 unknown key, E002 summarizer, E003 recall mode, E004 integer knobs,
 E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
+E010 background work (retries, batches, queue),
 W001 the summarizer's API key variable is empty.
 """
 
@@ -120,6 +121,19 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     ):
         error("DEFAULT_TTL", f"is {ttl!r}.",
               "Use None (keep forever), a positive number of seconds or a timedelta.", "E008")
+
+    for key in ("FOLD_RETRY_MAX", "FOLDS_PER_TASK", "PURGE_BATCH_SIZE", "SWEEP_LIMIT"):
+        if not _is_int(get(key)) or get(key) < (0 if key == "FOLD_RETRY_MAX" else 1):
+            error(key, f"must be a {'non-negative' if key == 'FOLD_RETRY_MAX' else 'positive'} "
+                  f"integer, got {get(key)!r}.", f"The default is {DEFAULTS[key]}.", "E010")
+    for key in ("FOLD_RETRY_BACKOFF", "SWEEP_WINDOW"):
+        value = get(key)
+        if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
+            error(key, f"must be a positive number of seconds, got {value!r}.",
+                  f"The default is {DEFAULTS[key]}.", "E010")
+    fold_queue = get("FOLD_QUEUE")
+    if fold_queue is not None and (not isinstance(fold_queue, str) or not fold_queue):
+        error("FOLD_QUEUE", f"is {fold_queue!r}.", "Use None or a queue name.", "E010")
 
     for key in ("FORMAT_HEADER", "FORMAT_FOOTER"):
         if not isinstance(get(key), str):

@@ -49,9 +49,9 @@ DEFAULTS: dict[str, Any] = {
     # write side: defaults for threads that set no policy of their own
     "WRITE_TIER": "hot",
     "DEFAULT_TTL": None,
-    # background work (Celery). Queue names None: Celery's default queue.
+    # background work (Celery). FOLD_QUEUE None: Celery's default queue. The periodic
+    # tasks take their queue from the beat schedule (agentmemory.schedules).
     "FOLD_QUEUE": None,
-    "MAINTENANCE_QUEUE": None,
     "FOLD_RETRY_MAX": 3,
     "FOLD_RETRY_BACKOFF": 2.0,
     "FOLDS_PER_TASK": 10,

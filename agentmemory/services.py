@@ -37,6 +37,7 @@ from agentmemory.pipeline.summarize import (
     decline_not_worth_a_call,
     fold_span,
     plan_fold,
+    report_summarizer_failure,
 )
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
@@ -334,6 +335,13 @@ def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]
         if not outcome.folded:
             break
     return outcomes
+
+
+def give_up_fold(thread_id: int, exc: BaseException) -> None:
+    """The background fold ran out of retries: warn once, send the decline signal."""
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is not None:
+        report_summarizer_failure(thread, get_summarizer(), exc)
 
 
 def enqueue_fold(thread_id: int) -> bool:

@@ -28,10 +28,12 @@ def fold_thread(self: Any, thread_id: int) -> dict[str, Any]:
     try:
         outcomes = services.fold_until_settled(thread_id, attempt=self.request.retries + 1)
     except TransientSummarizerError as exc:
+        if self.request.retries >= memory_settings.FOLD_RETRY_MAX:
+            # Out of retries: the same decline a recall would make, said out loud.
+            services.give_up_fold(thread_id, exc)
+            return {"thread_id": thread_id, "folded": [], "declined": ["summarizer-failed"]}
         countdown = memory_settings.FOLD_RETRY_BACKOFF * (2**self.request.retries)
-        raise self.retry(
-            exc=exc, countdown=countdown, max_retries=memory_settings.FOLD_RETRY_MAX
-        ) from exc
+        raise self.retry(exc=exc, countdown=countdown, max_retries=None) from exc
     return {
         "thread_id": thread_id,
         "folded": [outcome.summary.pk for outcome in outcomes if outcome.summary],

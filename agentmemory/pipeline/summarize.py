@@ -158,10 +158,7 @@ def fold_span(
         )
         if raise_transient and isinstance(exc, TransientSummarizerError):
             raise
-        _warn_once(purpose, summarizer, exc)
-        return _decline(
-            thread, summarizer, SUMMARIZER_FAILED, called=True, error=type(exc).__name__
-        )
+        return report_summarizer_failure(thread, summarizer, exc)
 
     label = summary_label(
         from_turn=plan.from_turn,
@@ -321,6 +318,14 @@ def _decline(
         error=error,
     )
     return FoldOutcome(summary=None, decline=reason, latched=latched, called=called)
+
+
+def report_summarizer_failure(
+    thread: Thread, summarizer: BaseSummarizer, exc: BaseException
+) -> FoldOutcome:
+    """Law 4(b): one warning per process and strategy, and the decline signal."""
+    _warn_once(FoldPurpose.RECALL_FOLD, summarizer, exc)
+    return _decline(thread, summarizer, SUMMARIZER_FAILED, called=True, error=type(exc).__name__)
 
 
 def decline_not_worth_a_call(thread: Thread, summarizer: BaseSummarizer) -> FoldOutcome:
