@@ -8,8 +8,9 @@ from agentmemory.summarizers.base import BaseSummarizer, ChatMessage, SummaryRes
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN
 
-_CALLS = re.compile(r"^assistant \(calls: (?P<calls>.*)\): ")
-_CALL_NAME = re.compile(r"(?:^|, )(?P<name>[\w.-]+)\(")
+_CALLS_HEAD = "assistant (calls: "
+_CALL_START = re.compile(r"(?P<name>[\w.-]+)\(")
+_OPENERS, _CLOSERS = "([{", ")]}"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
 
 
@@ -35,8 +36,8 @@ class OfflineSummarizer(BaseSummarizer):
             if line.startswith("user: "):
                 first = _SENTENCE_END.split(line.removeprefix("user: ").strip(), maxsplit=1)[0]
                 asks.append(" ".join(first.split()[:max_words]))
-            elif match := _CALLS.match(line):
-                for name in _CALL_NAME.findall(match["calls"]):
+            elif line.startswith(_CALLS_HEAD):
+                for name in called_tools(line):
                     if name not in tools:
                         tools.append(name)
         lines = [f"- the user asked: {ask}" for ask in asks[:max_lines]]
@@ -50,3 +51,44 @@ class OfflineSummarizer(BaseSummarizer):
             prompt_tokens=sum(count_tokens(message["content"]) for message in prompt),
             completion_tokens=count_tokens(text),
         )
+
+
+def called_tools(line: str) -> list[str]:
+    """The tool names in a rendered ``assistant (calls: name(args), ...): content`` line.
+
+    Scanned, not pattern-matched: arguments are JSON whose strings may hold commas,
+    brackets and parentheses, so a name is read only where a call begins, after the
+    previous call's parenthesis closed at depth zero outside any string.
+    """
+    names: list[str] = []
+    index = len(_CALLS_HEAD)
+    while match := _CALL_START.match(line, index):
+        names.append(match["name"])
+        end = _call_end(line, match.end())
+        if end is None or not line.startswith(", ", end):
+            break
+        index = end + 2
+    return names
+
+
+def _call_end(line: str, start: int) -> int | None:
+    """The index just past the parenthesis that closes a call's arguments, or None."""
+    depth, in_string, escaped = 1, False, False
+    for index in range(start, len(line)):
+        char = line[index]
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in _OPENERS:
+            depth += 1
+        elif char in _CLOSERS:
+            depth -= 1
+            if depth == 0:
+                return index + 1 if char == ")" else None
+    return None
