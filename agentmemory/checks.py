@@ -35,7 +35,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     errors: list[CheckMessage] = []
 
     def error(key: str, text: str, hint: str, code: str) -> None:
-        errors.append(Error(f"{SETTINGS_NAME}['{key}'] {text}", hint=hint, id=f"agentmemory.{code}"))
+        message = f"{SETTINGS_NAME}['{key}'] {text}"
+        errors.append(Error(message, hint=hint, id=f"agentmemory.{code}"))
 
     for key in sorted(set(user) - set(DEFAULTS)):
         error(key, "is not a setting of agentmemory.",

@@ -139,7 +139,10 @@ class MemoryEntry(models.Model):
     )
     expires_at = models.DateTimeField(null=True, blank=True)
     metadata = models.JSONField(default=dict, blank=True)
-    summary_key = models.CharField(max_length=64, null=True, blank=True, editable=False)
+    # NULL, not "", for messages: the unique (thread, summary_key) must ignore them.
+    summary_key = models.CharField(  # noqa: DJ001
+        max_length=64, null=True, blank=True, editable=False
+    )
     # The coverage link: the one thing that hides an original from recall. It names
     # the exact row, never a turn range; deleting the summary sets it back to NULL.
     covered_by = models.ForeignKey(

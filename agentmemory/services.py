@@ -276,7 +276,9 @@ def recall(
     )
 
 
-def _summarize_stage(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig) -> FoldOutcome:
+def _summarize_stage(
+    thread: Thread, loaded: list[MemoryEntry], config: RecallConfig
+) -> FoldOutcome:
     if config.mode == "background":
         # Recall never waits on a model in background mode; the worker folds.
         return FoldOutcome(summary=None)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
-from agentmemory.pipeline import summarize as summarize_stage
+from agentmemory import ledger
 
 pytest_plugins = ["tests.openai_server"]
 
@@ -69,7 +69,7 @@ def _fresh_process_state() -> Iterator[None]:
     memory_settings.reload()
     summarizers.get_summarizer.cache_clear()
     tokens.get_counter.cache_clear()
-    summarize_stage._warned.clear()
+    ledger._warned.clear()
     yield
     memory_settings.reload()
     summarizers.get_summarizer.cache_clear()

@@ -9,14 +9,13 @@ two concurrent folds of one span leave one summary.
 from __future__ import annotations
 
 import hashlib
-import logging
 import time
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
 
-from agentmemory import signals
+from agentmemory import ledger
 from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
 from agentmemory.models import (
     CallOutcome,
@@ -25,7 +24,6 @@ from agentmemory.models import (
     FoldPurpose,
     MemoryEntry,
     Role,
-    SummarizerCall,
     SummaryCoverage,
     Thread,
     summary_key,
@@ -35,15 +33,10 @@ from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import summary_label
 
-logger = logging.getLogger("agentmemory")
-
 NOT_WORTH_A_CALL = "not-worth-a-call"
 SUMMARIZER_FAILED = "summarizer-failed"
 NOT_SMALLER = "not-smaller"
 ALREADY_FOLDED = "already-folded"
-
-# Law 4(b): one warning per process and strategy, however often the summarizer fails.
-_warned: set[tuple[str, str]] = set()
 
 
 @dataclass(frozen=True)
@@ -188,15 +181,9 @@ def fold_span(
     if summary is None:
         # Another worker folded this span first; its summary is the one that counts.
         return _decline(thread, summarizer, ALREADY_FOLDED, result, called=True)
-    signals.fold_completed.send(
-        sender=type(summarizer),
-        thread=thread,
+    ledger.send_completed(
+        thread, summarizer, purpose=purpose, result=result, entry_count=len(plan.span),
         summary=summary,
-        purpose=purpose,
-        model=summarizer.model,
-        prompt_tokens=result.prompt_tokens,
-        completion_tokens=result.completion_tokens,
-        entry_count=len(plan.span),
     )
     return FoldOutcome(summary=summary, called=True, plan=plan)
 
@@ -278,21 +265,19 @@ def _record_call(
     error: BaseException | None = None,
     summary: MemoryEntry | None = None,
     attempt: int = 1,
-) -> SummarizerCall:
-    return SummarizerCall.objects.create(
-        thread=thread,
-        summary=summary,
+) -> None:
+    ledger.record_call(
+        thread,
+        summarizer,
         purpose=FoldPurpose.RECALL_FOLD,
-        backend=summarizer.backend,
-        model=summarizer.model,
         span_key=plan.span_key,
         entry_count=len(plan.span),
-        attempt=attempt,
-        prompt_tokens=result.prompt_tokens if result else None,
-        completion_tokens=result.completion_tokens if result else None,
-        duration_ms=int((time.monotonic() - started) * 1000),
+        started=started,
         outcome=outcome,
-        error_class=type(error).__name__ if error else "",
+        result=result,
+        error=error,
+        summary=summary,
+        attempt=attempt,
     )
 
 
@@ -306,14 +291,12 @@ def _decline(
     called: bool = False,
     error: str = "",
 ) -> FoldOutcome:
-    signals.fold_declined.send(
-        sender=type(summarizer),
-        thread=thread,
+    ledger.send_declined(
+        thread,
+        summarizer,
         purpose=FoldPurpose.RECALL_FOLD,
         reason=reason,
-        model=summarizer.model,
-        prompt_tokens=result.prompt_tokens if result else None,
-        completion_tokens=result.completion_tokens if result else None,
+        result=result,
         latched=latched,
         error=error,
     )
@@ -324,26 +307,9 @@ def report_summarizer_failure(
     thread: Thread, summarizer: BaseSummarizer, exc: BaseException
 ) -> FoldOutcome:
     """Law 4(b): one warning per process and strategy, and the decline signal."""
-    _warn_once(FoldPurpose.RECALL_FOLD, summarizer, exc)
+    ledger.warn_once(FoldPurpose.RECALL_FOLD, summarizer, exc)
     return _decline(thread, summarizer, SUMMARIZER_FAILED, called=True, error=type(exc).__name__)
 
 
 def decline_not_worth_a_call(thread: Thread, summarizer: BaseSummarizer) -> FoldOutcome:
     return _decline(thread, summarizer, NOT_WORTH_A_CALL)
-
-
-def _warn_once(purpose: str, summarizer: BaseSummarizer, exc: BaseException) -> None:
-    key = (purpose, f"{summarizer.backend}:{summarizer.model}")
-    if key in _warned:
-        return
-    _warned.add(key)
-    logger.warning(
-        "agentmemory: the summarizer %s (model %s) failed during a %s (%s: %s); recall "
-        "proceeds verbatim. Further failures of this summarizer are recorded in the usage "
-        "ledger without another warning in this process.",
-        summarizer.backend,
-        summarizer.model,
-        purpose,
-        type(exc).__name__,
-        exc,
-    )
