@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, NotASummaryError
+from agentmemory.messages import clean_message
 from agentmemory.models import (
     EntryKind,
     FoldedSpan,
@@ -25,7 +26,6 @@ from agentmemory.models import (
     MemoryEntry,
     Role,
     Thread,
-    Tier,
 )
 from agentmemory.pipeline.budget import pick_by_budget
 from agentmemory.pipeline.config import RecallConfig
@@ -44,9 +44,6 @@ from agentmemory.tokens import count_tokens
 
 logger = logging.getLogger("agentmemory")
 
-MESSAGE_FIELDS = frozenset(
-    {"role", "content", "tool_calls", "tool_name", "tool_call_id", "turn", "tier", "metadata"}
-)
 
 
 # ---------------------------------------------------------------- threads
@@ -84,7 +81,7 @@ def append(
     Any invalid message raises :class:`InvalidMessageError` and nothing is stored.
     """
     batch = [messages] if isinstance(messages, Mapping) else list(messages)
-    cleaned = [_clean_message(message, index) for index, message in enumerate(batch)]
+    cleaned = [clean_message(message, index) for index, message in enumerate(batch)]
     now = now or timezone.now()
     ttl = thread_ttl(thread)
     expires_at = now + ttl if ttl is not None else None
@@ -134,70 +131,6 @@ def append(
             transaction.on_commit(lambda: enqueue_fold(thread.pk))
     thread.last_position, thread.last_turn = position, turn
     return entries
-
-
-def _clean_message(message: Any, index: int) -> dict[str, Any]:
-    def fail(text: str, name: str) -> InvalidMessageError:
-        return InvalidMessageError(f"message {index}: {text}", field=name, index=index)
-
-    if not isinstance(message, Mapping):
-        raise fail("must be a mapping with 'role' and 'content'.", "non_field_errors")
-    unknown = sorted(set(message) - MESSAGE_FIELDS)
-    if unknown:
-        raise fail(f"unknown fields {unknown}.", unknown[0])
-    role = message.get("role")
-    if role not in Role.values:
-        raise fail(f"role must be one of {', '.join(Role.values)}, got {role!r}.", "role")
-    content = message.get("content", "")
-    if not isinstance(content, str):
-        raise fail("content must be a string.", "content")
-    tool_calls = _clean_tool_calls(message.get("tool_calls") or [], role, fail)
-    if not content.strip() and not tool_calls:
-        raise fail("content must not be empty.", "content")
-    cleaned: dict[str, Any] = {"role": role, "content": content, "tool_calls": tool_calls}
-    tool_call_id = message.get("tool_call_id") or ""
-    tool_name = message.get("tool_name") or ""
-    if role == Role.TOOL and not tool_call_id:
-        raise fail("a tool message needs the tool_call_id it answers.", "tool_call_id")
-    if role != Role.TOOL and (tool_call_id or tool_name):
-        raise fail("tool_call_id and tool_name belong to tool messages only.", "tool_call_id")
-    for name, value in (("tool_call_id", tool_call_id), ("tool_name", tool_name)):
-        if not isinstance(value, str) or len(value) > 200:
-            raise fail(f"{name} must be a string of at most 200 characters.", name)
-    cleaned["tool_call_id"], cleaned["tool_name"] = tool_call_id, tool_name
-    turn = message.get("turn")
-    if turn is not None and (not isinstance(turn, int) or isinstance(turn, bool) or turn < 1):
-        raise fail("turn must be a positive integer.", "turn")
-    cleaned["turn"] = turn
-    tier = message.get("tier")
-    if tier is not None and tier not in Tier.values:
-        raise fail(f"tier must be one of {', '.join(Tier.values)}, got {tier!r}.", "tier")
-    cleaned["tier"] = tier
-    metadata = message.get("metadata") or {}
-    if not isinstance(metadata, Mapping):
-        raise fail("metadata must be an object.", "metadata")
-    cleaned["metadata"] = dict(metadata)
-    return cleaned
-
-
-def _clean_tool_calls(calls: Any, role: str, fail: Any) -> list[dict[str, Any]]:
-    if not calls:
-        return []
-    if role != Role.ASSISTANT:
-        raise fail("only assistant messages carry tool_calls.", "tool_calls")
-    if not isinstance(calls, list):
-        raise fail("tool_calls must be a list.", "tool_calls")
-    cleaned = []
-    for call in calls:
-        if not isinstance(call, Mapping):
-            raise fail("each tool call must be an object with id and name.", "tool_calls")
-        # Accept OpenAI's nested shape as well as the flat one.
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
-        call_id, name = call.get("id"), function.get("name")
-        if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
-            raise fail("each tool call needs a non-empty string id and name.", "tool_calls")
-        cleaned.append({"id": call_id, "name": name, "arguments": function.get("arguments", "")})
-    return cleaned
 
 
 # ---------------------------------------------------------------- recall
