@@ -77,10 +77,15 @@ class OpenAISummarizer(BaseSummarizer):
                 seed=self.seed,
                 **extra,
             )
-        except _TRANSIENT as exc:
-            raise TransientSummarizerError(f"{type(exc).__name__}: {exc}") from exc
         except openai.OpenAIError as exc:
-            raise SummarizerError(f"{type(exc).__name__}: {exc}") from exc
+            error = TransientSummarizerError if isinstance(exc, _TRANSIENT) else SummarizerError
+            message = f"{type(exc).__name__}: {exc}"
+            api_key = self.client.api_key
+            if api_key and api_key in message:
+                # Some servers echo the key in their error; keep it out of logs and of
+                # the traceback (the original exception is not chained).
+                raise error(message.replace(api_key, "[redacted API key]")) from None
+            raise error(message) from exc
         if not response.choices:
             raise SummarizerError(f"{self.model} returned no choices.")
         usage = response.usage
