@@ -17,8 +17,14 @@ _SERVICE_NAMES = (
     "fold",
     "expand",
     "unfold",
+    "compact",
+    "folded_span_for",
+    "folded_messages",
+    "expand_span",
     "erase_entry",
     "erase_thread",
+    "erase_user",
+    "purge_expired",
 )
 
 __all__ = ["__version__", *_SERVICE_NAMES]

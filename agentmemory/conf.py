@@ -58,6 +58,11 @@ DEFAULTS: dict[str, Any] = {
     "PURGE_BATCH_SIZE": 1000,
     "SWEEP_WINDOW": 86400,
     "SWEEP_LIMIT": 500,
+    # live-window compaction: the seam that selects, the smallest fold worth a call,
+    # and the retention policy for threads that set none ("conversation" or "discard").
+    "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {}},
+    "WINDOW_MIN_FOLD": 2,
+    "WINDOW_RETAIN": "conversation",
     # tokens
     "TOKEN_COUNTER": "agentmemory.tokens.EncodingCounter",
     "TOKEN_ENCODING": "o200k_base",

@@ -237,6 +237,13 @@ class FoldedSpan(models.Model):
     messages = models.JSONField(
         null=True, blank=True, help_text="The folded messages; empty when not retained."
     )
+    nested_spans = models.ManyToManyField(
+        "self",
+        symmetrical=False,
+        blank=True,
+        related_name="swallowed_by",
+        help_text="Earlier folds whose summary message this fold swallowed.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
 

@@ -41,6 +41,13 @@ from agentmemory.pipeline.summarize import (
 )
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
+from agentmemory.window.compact import (  # noqa: F401  (part of the Python API)
+    Compaction,
+    compact,
+    expand_span,
+    folded_messages,
+    folded_span_for,
+)
 
 logger = logging.getLogger("agentmemory")
 

@@ -1,0 +1,266 @@
+"""Compact a live window: fold its oldest part into one framed summary message.
+
+One attempt per compaction, no retries in the run's path (law 11). The fold is
+journaled as a FoldedSpan before the new window is returned, so a replay of the same
+dropped messages reads the journal instead of calling again (law 12).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from agentmemory import ledger
+from agentmemory.conf import memory_settings
+from agentmemory.exceptions import InvalidMessageError
+from agentmemory.messages import clean_message
+from agentmemory.models import CallOutcome, FoldedSpan, FoldLatch, FoldPurpose, RetainPolicy, Thread
+from agentmemory.summarizers import get_summarizer
+from agentmemory.tokens import count_tokens
+from agentmemory.transcript import render_message
+from agentmemory.window.frame import (
+    frame_label,
+    looks_like_frame,
+    span_fingerprint,
+    summary_fingerprint,
+    summary_message_content,
+)
+from agentmemory.window.seams import Selection, WindowMessage, WindowSeam, get_window
+
+NOT_WORTH_A_CALL = "not-worth-a-call"
+SUMMARIZER_FAILED = "summarizer-failed"
+NOT_SMALLER = "not-smaller"
+PURPOSE = FoldPurpose.WINDOW_FOLD
+
+
+@dataclass(frozen=True)
+class Compaction:
+    """The window to send next, and the span that explains it (or why there is none)."""
+
+    window: list[dict[str, Any]]
+    span: FoldedSpan | None
+    refusal: str | None = None
+    reused: bool = False
+
+    @property
+    def compacted(self) -> bool:
+        return self.span is not None
+
+
+def resolve_retain(thread: Thread, retain: str | None) -> str:
+    value = retain or thread.window_retain or memory_settings.WINDOW_RETAIN
+    if value not in RetainPolicy.values:
+        raise InvalidMessageError(
+            f"retain must be one of {', '.join(RetainPolicy.values)}, got {value!r}.",
+            field="retain",
+        )
+    return str(value)
+
+
+def compact(
+    thread: Thread,
+    messages: Sequence[Mapping[str, Any]],
+    *,
+    budget_tokens: int | None = None,
+    iteration: int = 0,
+    retain: str | None = None,
+    window: WindowSeam | None = None,
+) -> Compaction:
+    """Fold the oldest part of ``messages`` if the seam drops anything.
+
+    Returns the new window (pinned head with the current request, then the summary
+    message, then the kept messages) and the recorded span; or the window unchanged
+    with ``refusal`` set to ``not-worth-a-call``, ``summarizer-failed`` or
+    ``not-smaller``.
+    """
+    originals = [WindowMessage.of(clean_message(m, i)) for i, m in enumerate(messages)]
+    if not originals:
+        raise InvalidMessageError("messages must not be empty.", field="messages")
+    if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
+        raise InvalidMessageError("iteration must be a non-negative integer.", field="iteration")
+    retain = resolve_retain(thread, retain)
+    selection = (window or get_window()).select(originals, budget_tokens=budget_tokens)
+    unchanged = [message.as_dict() for message in originals]
+    summarizer = get_summarizer()
+
+    if len(selection.drop) < max(memory_settings.WINDOW_MIN_FOLD, 1):
+        if selection.drop:
+            ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=NOT_WORTH_A_CALL)
+        return Compaction(window=unchanged, span=None, refusal=NOT_WORTH_A_CALL)
+
+    key = span_fingerprint(selection.drop)
+    recorded = FoldedSpan.objects.filter(thread=thread, span_fingerprint=key).first()
+    if recorded is not None:
+        return Compaction(window=_new_window(selection, recorded), span=recorded, reused=True)
+    if FoldLatch.objects.filter(thread=thread, purpose=PURPOSE, span_key=key).exists():
+        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=NOT_SMALLER, latched=True)
+        return Compaction(window=unchanged, span=None, refusal=NOT_SMALLER)
+
+    def record(outcome: str, **extra: Any) -> None:
+        ledger.record_call(
+            thread, summarizer, purpose=PURPOSE, span_key=key,
+            entry_count=len(selection.drop), started=started, outcome=outcome, **extra,
+        )
+
+    started = time.monotonic()
+    try:
+        result = summarizer.summarize(selection.drop, instruction=_instruction())
+        if not result.text.strip():
+            raise ValueError(f"{summarizer.backend} returned no summary text.")
+    except Exception as exc:  # one attempt; a broken summarizer never fails the run
+        record(CallOutcome.FAILED, error=exc)
+        ledger.warn_once(PURPOSE, summarizer, exc)
+        ledger.send_declined(
+            thread, summarizer, purpose=PURPOSE, reason=SUMMARIZER_FAILED, error=type(exc).__name__
+        )
+        return Compaction(window=unchanged, span=None, refusal=SUMMARIZER_FAILED)
+
+    label = frame_label(
+        message_count=len(selection.drop), iteration=iteration, model=summarizer.model,
+        retain=retain,
+    )
+    content = summary_message_content(label, result.text)
+    dropped_tokens = sum(count_tokens(render_message(message)) for message in selection.drop)
+    if count_tokens(f"user: {content}") >= dropped_tokens:
+        record(CallOutcome.REFUSED_NOT_SMALLER, result=result)
+        FoldLatch.objects.get_or_create(
+            thread=thread, purpose=PURPOSE, span_key=key,
+            defaults={"reason": NOT_SMALLER, "entry_count": len(selection.drop),
+                      "model": summarizer.model},
+        )
+        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=NOT_SMALLER, result=result)
+        return Compaction(window=unchanged, span=None, refusal=NOT_SMALLER)
+
+    span = _journal(thread, selection, key, content, iteration, retain, summarizer.model, result)
+    if span is None:  # a concurrent run journaled the same span first: use its record
+        record(CallOutcome.DECLINED, result=result, error=IntegrityError("span recorded"))
+        span = FoldedSpan.objects.get(thread=thread, span_fingerprint=key)
+        return Compaction(window=_new_window(selection, span), span=span, reused=True)
+    record(CallOutcome.FOLDED, result=result)
+    ledger.send_completed(
+        thread, summarizer, purpose=PURPOSE, result=result, entry_count=len(selection.drop),
+        summary=span,
+    )
+    return Compaction(window=_new_window(selection, span), span=span)
+
+
+def _instruction() -> str:
+    from agentmemory.transcript import DEFAULT_INSTRUCTION
+
+    return str(memory_settings.SUMMARY_INSTRUCTION or DEFAULT_INSTRUCTION)
+
+
+def _journal(
+    thread: Thread,
+    selection: Selection,
+    key: str,
+    content: str,
+    iteration: int,
+    retain: str,
+    model: str,
+    result: Any,
+) -> FoldedSpan | None:
+    from agentmemory.services import thread_ttl
+
+    now = timezone.now()
+    ttl = thread_ttl(thread)
+    nested_keys = {
+        summary_fingerprint(message.content)
+        for message in selection.drop
+        if looks_like_frame(message.content)
+    }
+    try:
+        with transaction.atomic():
+            span = FoldedSpan.objects.create(
+                thread=thread,
+                fingerprint=summary_fingerprint(content),
+                span_fingerprint=key,
+                content=content,
+                message_count=len(selection.drop),
+                iteration=iteration,
+                model=model,
+                prompt_tokens=result.prompt_tokens,
+                completion_tokens=result.completion_tokens,
+                retain=retain,
+                messages=[message.as_dict() for message in selection.drop]
+                if retain == RetainPolicy.CONVERSATION
+                else None,
+                created_at=now,
+                expires_at=now + ttl if ttl is not None else None,
+            )
+            if nested_keys:
+                span.nested_spans.set(
+                    FoldedSpan.objects.filter(thread=thread, fingerprint__in=nested_keys)
+                )
+    except IntegrityError:
+        return None
+    return span
+
+
+def _new_window(selection: Selection, span: FoldedSpan) -> list[dict[str, Any]]:
+    summary = {"role": "user", "content": span.content}
+    return [
+        *(message.as_dict() for message in selection.head),
+        summary,
+        *(message.as_dict() for message in selection.keep),
+    ]
+
+
+# ---------------------------------------------------------------- lookup
+
+
+def _content_of(message: Mapping[str, Any] | str) -> str:
+    if isinstance(message, str):
+        return message
+    content = message.get("content")
+    return content if isinstance(content, str) else ""
+
+
+def folded_span_for(thread: Thread, message: Mapping[str, Any] | str) -> FoldedSpan | None:
+    """The fold that produced this summary message, or None when none was recorded.
+
+    Joined by a hash of the whole content: a message that only imitates the frame's
+    words has another hash and finds nothing. A span folded under ``discard`` comes
+    back with ``messages`` = None, so "no span", "a span without originals" and "a
+    span with originals" are three different answers.
+    """
+    fingerprint = summary_fingerprint(_content_of(message))
+    return FoldedSpan.objects.filter(thread=thread, fingerprint=fingerprint).first()
+
+
+def folded_messages(thread: Thread) -> list[dict[str, Any]]:
+    """Every retained folded message of the thread, oldest fold first."""
+    spans = FoldedSpan.objects.filter(thread=thread, messages__isnull=False).order_by(
+        "created_at", "id"
+    )
+    return [message for span in spans.only("messages") for message in span.messages or []]
+
+
+def expand_span(span: FoldedSpan, *, recursive: bool = False) -> list[dict[str, Any]]:
+    """The span's retained messages; with ``recursive``, earlier summary messages it
+    swallowed are replaced by their own retained originals, down to plain messages."""
+    messages = list(span.messages or [])
+    seen = {span.pk}
+    while recursive:
+        contents = [_content_of(message) for message in messages]
+        keys = {summary_fingerprint(text) for text in contents if looks_like_frame(text)}
+        nested = {
+            s.fingerprint: s
+            for s in FoldedSpan.objects.filter(thread_id=span.thread_id, fingerprint__in=keys)
+            .exclude(pk__in=seen)
+            .exclude(messages__isnull=True)
+        }
+        if not nested:
+            break
+        seen.update(s.pk for s in nested.values())
+        expanded: list[dict[str, Any]] = []
+        for message in messages:
+            inner = nested.get(summary_fingerprint(_content_of(message)))
+            expanded.extend((inner.messages or []) if inner else [message])
+        messages = expanded
+    return messages

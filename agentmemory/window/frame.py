@@ -1,0 +1,58 @@
+"""The authored frame of a window summary message, and the fingerprints that join it.
+
+Law 9: the frame says how many messages were folded, at which iteration, by which
+model, and where the originals went, read from the resolved retention policy. Law 8:
+a span is found from a hash of the whole message, never from its position.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+
+from agentmemory.models import RetainPolicy
+from agentmemory.window.seams import WindowMessage
+
+#: Every window summary message begins with this.
+WINDOW_FRAME_PREFIX = "[compacted conversation"
+
+
+def retention_sentence(retain: str) -> str:
+    if retain == RetainPolicy.CONVERSATION:
+        return (
+            "The folded messages are kept word for word with this conversation and can be "
+            "shown on request."
+        )
+    return (
+        "The folded messages were not kept; this summary is all that carries them forward."
+    )
+
+
+def frame_label(*, message_count: int, iteration: int, model: str, retain: str) -> str:
+    return (
+        f"{WINDOW_FRAME_PREFIX}: {message_count} earlier messages were folded at iteration "
+        f"{iteration} into the summary below, written by the model {model}. "
+        f"{retention_sentence(retain)}]"
+    )
+
+
+def summary_message_content(label: str, text: str) -> str:
+    """The label first, then the model's text unedited."""
+    return f"{label}\n{text}"
+
+
+def summary_fingerprint(content: str) -> str:
+    """The join key of one summary message: a hash of all of its content."""
+    return hashlib.sha256(content.encode("utf-8")).hexdigest()
+
+
+def span_fingerprint(messages: Sequence[WindowMessage]) -> str:
+    """The key of a span: role and content of each message, in order."""
+    payload = json.dumps([[message.role, message.content] for message in messages])
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def looks_like_frame(content: str) -> bool:
+    """Only that the text *looks* like a frame; :func:`folded_span_for` says if it is one."""
+    return content.startswith(WINDOW_FRAME_PREFIX)

@@ -1,0 +1,172 @@
+"""Window seams: which messages ride into the next model call and which are folded.
+
+``select`` must be a pure function of its arguments: a resumed run re-selects over the
+same messages and must reach the same split (law 10). Anything that calls a model or
+reads a clock belongs to the fold, never to the selection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from django.utils.module_loading import import_string
+
+from agentmemory.conf import memory_settings
+from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.tokens import count_tokens
+from agentmemory.transcript import render_message
+
+
+@dataclass(frozen=True)
+class WindowMessage:
+    """One message of an in-flight window, in the shape the transcript renders."""
+
+    role: str
+    content: str
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    tool_name: str = ""
+    tool_call_id: str = ""
+
+    @classmethod
+    def of(cls, message: dict[str, Any]) -> WindowMessage:
+        return cls(
+            role=message["role"],
+            content=message["content"],
+            tool_calls=tuple(message.get("tool_calls") or ()),
+            tool_name=message.get("tool_name") or "",
+            tool_call_id=message.get("tool_call_id") or "",
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            data["tool_calls"] = [dict(call) for call in self.tool_calls]
+        if self.role == "tool":
+            data["tool_call_id"] = self.tool_call_id
+            if self.tool_name:
+                data["tool_name"] = self.tool_name
+        return data
+
+
+@dataclass(frozen=True)
+class Selection:
+    """``head``: pinned (system prompts and the run's current request); ``drop``: folded."""
+
+    head: list[WindowMessage]
+    drop: list[WindowMessage]
+    keep: list[WindowMessage]
+
+
+@runtime_checkable
+class WindowSeam(Protocol):
+    def select(self, messages: Sequence[WindowMessage], *, budget_tokens: int | None) -> Selection:
+        """Split the window; pure, and the newest message is always kept."""
+        ...
+
+
+def pinned_head(messages: Sequence[WindowMessage]) -> int:
+    """How many leading messages are pinned: up to and including the first user message.
+
+    That user message is the run's current request; it is never folded (law 9).
+    """
+    for index, message in enumerate(messages):
+        if message.role == "user":
+            return index + 1
+    return 0
+
+
+def align_to_tool_results(body: Sequence[WindowMessage], cut: int) -> int:
+    """Move the cut so no kept tool result is separated from the call it answers.
+
+    Forward past leading tool results (they fold with their call) unless that would
+    fold the newest message; then back to the call, which stays with them.
+    """
+    forward = cut
+    while forward < len(body) and body[forward].role == "tool":
+        forward += 1
+    if forward < len(body):
+        return forward
+    backward = cut
+    while backward > 0 and body[backward].role == "tool":
+        backward -= 1
+    return backward
+
+
+def _split(
+    messages: Sequence[WindowMessage], keep_from: int, head_size: int
+) -> Selection:
+    body = list(messages[head_size:])
+    cut = align_to_tool_results(body, max(0, min(keep_from, len(body) - 1)))
+    return Selection(head=list(messages[:head_size]), drop=body[:cut], keep=body[cut:])
+
+
+class SlidingWindow:
+    """Keep at most ``max_messages`` (pinned head and summary included), newest first."""
+
+    def __init__(self, max_messages: int = 40) -> None:
+        if not isinstance(max_messages, int) or max_messages < 3:
+            raise AgentMemoryConfigurationError(
+                "SlidingWindow needs MAX_MESSAGES >= 3 (request, summary, newest message); "
+                f"got {max_messages!r}."
+            )
+        self.max_messages = max_messages
+
+    def select(self, messages: Sequence[WindowMessage], *, budget_tokens: int | None) -> Selection:
+        head = pinned_head(messages)
+        body_size = len(messages) - head
+        room = self.max_messages - head - 1  # one place for the summary message
+        if body_size <= self.max_messages - head:
+            return Selection(head=list(messages[:head]), drop=[], keep=list(messages[head:]))
+        return _split(messages, body_size - max(room, 1), head)
+
+
+class TokenBudgetWindow:
+    """Keep the newest messages that fit ``budget_tokens`` minus room for the summary."""
+
+    def __init__(self, summary_reserve: int = 300) -> None:
+        self.summary_reserve = summary_reserve
+
+    def select(self, messages: Sequence[WindowMessage], *, budget_tokens: int | None) -> Selection:
+        head = pinned_head(messages)
+        if budget_tokens is None:
+            raise ValueError("TokenBudgetWindow needs budget_tokens.")
+        costs = [count_tokens(render_message(message)) for message in messages]
+        if sum(costs) <= budget_tokens:
+            return Selection(head=list(messages[:head]), drop=[], keep=list(messages[head:]))
+        available = budget_tokens - sum(costs[:head]) - self.summary_reserve
+        keep_from = len(messages) - 1  # the newest message is always kept
+        used = costs[keep_from]
+        while keep_from - 1 >= head and used + costs[keep_from - 1] <= available:
+            keep_from -= 1
+            used += costs[keep_from]
+        return _split(messages, keep_from - head, head)
+
+
+def get_window() -> WindowSeam:
+    """The seam ``AGENTMEMORY['WINDOW']`` names."""
+    config = memory_settings.WINDOW
+    if not isinstance(config, dict) or "CLASS" not in config:
+        raise AgentMemoryConfigurationError(
+            "AGENTMEMORY['WINDOW'] must be a dict with CLASS (a dotted path) and OPTIONS."
+        )
+    try:
+        seam_class = import_string(config["CLASS"])
+    except ImportError as exc:
+        raise AgentMemoryConfigurationError(
+            f"AGENTMEMORY['WINDOW']['CLASS'] = {config['CLASS']!r} cannot be imported: {exc}"
+        ) from exc
+    options = {key.lower(): value for key, value in (config.get("OPTIONS") or {}).items()}
+    try:
+        seam = seam_class(**options)
+    except TypeError as exc:
+        raise AgentMemoryConfigurationError(
+            f"AGENTMEMORY['WINDOW']['OPTIONS'] do not fit {config['CLASS']}: {exc}"
+        ) from exc
+    if not isinstance(seam, WindowSeam):
+        raise AgentMemoryConfigurationError(
+            f"AGENTMEMORY['WINDOW']['CLASS'] = {config['CLASS']!r} has no select(messages, "
+            "*, budget_tokens) method."
+        )
+    return seam
