@@ -2,7 +2,7 @@
 
 Ids: E001 unknown key, E002 summarizer, E003 recall mode, E004 integer knobs,
 E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
-E010 background work (retries, batches, queue),
+E010 background work (retries, batches, queue), E011 window compaction,
 W001 the summarizer's API key variable is empty.
 """
 
@@ -135,6 +135,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     fold_queue = get("FOLD_QUEUE")
     if fold_queue is not None and (not isinstance(fold_queue, str) or not fold_queue):
         error("FOLD_QUEUE", f"is {fold_queue!r}.", "Use None or a queue name.", "E010")
+
+    try:
+        from agentmemory.window.seams import get_window
+
+        get_window()
+    except AgentMemoryConfigurationError as exc:
+        error("WINDOW", f"is not usable: {exc}",
+              "Use {'CLASS': 'agentmemory.window.seams.SlidingWindow', 'OPTIONS': "
+              "{'MAX_MESSAGES': 40}} or a class with select(messages, *, budget_tokens).",
+              "E011")
+    if not _is_int(get("WINDOW_MIN_FOLD")) or get("WINDOW_MIN_FOLD") < 1:
+        error("WINDOW_MIN_FOLD", f"must be a positive integer, got {get('WINDOW_MIN_FOLD')!r}.",
+              "The default is 2.", "E011")
+    if get("WINDOW_RETAIN") not in ("conversation", "discard"):
+        error("WINDOW_RETAIN", f"is {get('WINDOW_RETAIN')!r}.",
+              "Use 'conversation' (keep folded messages) or 'discard'.", "E011")
 
     for key in ("FORMAT_HEADER", "FORMAT_FOOTER"):
         if not isinstance(get(key), str):
