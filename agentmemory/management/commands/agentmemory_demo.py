@@ -1,0 +1,367 @@
+"""Build the demo conversation, fold it as an agent would, and say where to look.
+
+Idempotent: the demo thread (client key ``demo-support-chat`` of the ``admin`` user)
+is erased and rebuilt on every run, never duplicated. The conversation is generated
+from fixed data, so every run writes the same messages.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import date, timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand, CommandError, CommandParser
+from django.db.models import Count, Sum
+from django.urls import reverse
+
+from agentmemory import services
+from agentmemory.conf import memory_settings
+from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+from agentmemory.summarizers import get_summarizer
+
+DEMO_USERNAME = "admin"
+DEMO_PASSWORD = "admin"
+DEMO_CLIENT_KEY = "demo-support-chat"
+DEMO_TITLE = "Demo: Northwind Outfitters support chat"
+SITE = "http://127.0.0.1:8000"
+RECALL_BUDGET = 1500
+LINE_WIDTH = 100
+
+Message = dict[str, Any]
+
+
+class Command(BaseCommand):
+    help = (
+        "Create (or recreate) a demo support conversation, fold it with the configured "
+        "summarizer through recall, and print the summaries, the context and the ledger."
+    )
+    requires_migrations_checks = True
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument(
+            "--turns", type=int, default=40, help="User turns in the conversation (default 40)."
+        )
+        parser.add_argument(
+            "--quiet", action="store_true", help="Print only the login and where to look."
+        )
+
+    def handle(self, *args: Any, turns: int, quiet: bool, **options: Any) -> None:
+        if turns < 1:
+            raise CommandError(f"--turns must be at least 1, got {turns}.")
+        user, created = _demo_superuser()
+        thread = _fresh_thread(user)
+        recalls = folds = 0
+        # The agent loop: before every model call the agent recalls its context within
+        # a budget (a fold happens there when one is due): after the user's message and
+        # after each tool result. Each step's messages are appended as they happen.
+        for number in range(1, turns + 1):
+            for step in _steps(number):
+                services.append(thread, step)
+                if step[-1]["role"] in ("user", "tool"):
+                    result = services.recall(thread, RECALL_BUDGET)
+                    recalls += 1
+                    folds += result.folded_summary_id is not None
+        # What a background worker would do once the conversation goes quiet.
+        last_fold = services.fold(thread)
+        final = services.recall(thread, RECALL_BUDGET)
+
+        out = self.stdout.write
+        out(self.style.MIGRATE_HEADING("agentmemory demo"))
+        state = "created" if created else "already existed; its password was left unchanged"
+        out(f"Admin login: {DEMO_USERNAME} / {DEMO_PASSWORD} ({state}).")
+        out("  For this local demo only: never keep this account on a reachable server.")
+        if not quiet:
+            self._conversation(thread, turns, recalls, folds, last_fold)
+            self._summaries(thread)
+            self._final_recall(final)
+            self._ledger(thread)
+        self._where_to_look(thread)
+
+    def _conversation(
+        self,
+        thread: Thread,
+        turns: int,
+        recalls: int,
+        folds: int,
+        last_fold: services.FoldOutcome,
+    ) -> None:
+        messages = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE).aggregate(
+            count=Count("id"), tokens=Sum("token_count")
+        )
+        summarizer = get_summarizer()
+        out = self.stdout.write
+        out("")
+        out(self.style.MIGRATE_HEADING(f"Thread #{thread.pk}: {thread.title}"))
+        out(
+            f"  {turns} turns, {messages['count']} messages, {messages['tokens'] or 0} tokens, "
+            f"written with services.append."
+        )
+        out(
+            f"  {recalls} calls of services.recall(thread, {RECALL_BUDGET}), one before each "
+            f"model call; {folds} of them folded (mode {memory_settings.RECALL_MODE!r})."
+        )
+        if memory_settings.RECALL_MODE == "background":
+            out("  In background mode recall stays verbatim: append enqueued the fold_thread "
+                "task, which folded.")
+        out(f"  Summarizer: {summarizer.model} ({summarizer.backend}).")
+        if last_fold.summary is not None:
+            out(f"  A last services.fold(thread) folded into #{last_fold.summary.pk}.")
+        else:
+            reason = last_fold.decline or "nothing to fold"
+            out(f"  A last services.fold(thread) declined: {reason}.")
+
+    def _summaries(self, thread: Thread) -> None:
+        out = self.stdout.write
+        summaries = list(
+            MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).select_related(
+                "coverage"
+            )
+        )
+        out("")
+        out(self.style.MIGRATE_HEADING(f"Summaries ({len(summaries)}), oldest first"))
+        if not summaries:
+            out("  None yet: the thread is too short to fold. Try more --turns.")
+            return
+        out(
+            "  Each covers the exact entries services.expand returns; a later summary covers "
+            "the earlier one."
+        )
+        out(f"  Each opens with an authored label: {_clip(summaries[0].content.splitlines()[0])}")
+        for summary in summaries:
+            covered = services.expand(summary)
+            live = summary.covered_by_id is None
+            where = "live: recall uses it" if live else f"covered by #{summary.covered_by_id}"
+            out(
+                f"  #{summary.pk} {summary.summary_key} ({where}) covers {len(covered)} "
+                f"entries: {describe_ids(covered)}"
+            )
+            text = summary.content.splitlines()[1:]
+            for line in text if live else text[:1]:
+                out(f"      {_clip(line)}")
+
+    def _final_recall(self, final: services.RecallResult) -> None:
+        out = self.stdout.write
+        used = ", ".join(f"#{pk}" for pk in final.summaries_used) or "none"
+        out("")
+        out(self.style.MIGRATE_HEADING("The context the agent gets now"))
+        out(
+            f"  services.recall(thread, {RECALL_BUDGET}): {len(final.messages)} messages, "
+            f"{final.tokens} tokens, summaries used: {used}."
+        )
+        for line in final.text.splitlines():
+            out(f"  | {_clip(line)}")
+
+    def _ledger(self, thread: Thread) -> None:
+        calls = SummarizerCall.objects.filter(thread=thread)
+        totals = calls.aggregate(
+            count=Count("id"), prompt=Sum("prompt_tokens"), completion=Sum("completion_tokens")
+        )
+        by_outcome = ", ".join(
+            f"{row['n']} {row['outcome']}"
+            for row in calls.values("outcome").annotate(n=Count("id")).order_by("outcome")
+        )
+        out = self.stdout.write
+        out("")
+        out(self.style.MIGRATE_HEADING("Usage ledger (SummarizerCall)"))
+        out(
+            f"  {totals['count']} summarizer calls ({by_outcome or 'none'}): "
+            f"{totals['prompt'] or 0} prompt + {totals['completion'] or 0} completion tokens."
+        )
+
+    def _where_to_look(self, thread: Thread) -> None:
+        entries = reverse("admin:agentmemory_memoryentry_changelist")
+        links = [
+            ("admin", reverse("admin:index")),
+            ("thread", reverse("admin:agentmemory_thread_change", args=[thread.pk])),
+            ("summaries", f"{entries}?thread__id__exact={thread.pk}&kind__exact=summary"),
+            ("entries", f"{entries}?thread__id__exact={thread.pk}"),
+            (
+                "ledger",
+                f"{reverse('admin:agentmemory_summarizercall_changelist')}"
+                f"?thread__id__exact={thread.pk}",
+            ),
+        ]
+        out = self.stdout.write
+        out("")
+        out(self.style.MIGRATE_HEADING("Where to look"))
+        out(f"  Serve the site (`make demo` does), then log in as {DEMO_USERNAME} / "
+            f"{DEMO_PASSWORD}:")
+        for name, path in links:
+            out(f"  {name + ':':<11}{SITE}{path}")
+
+
+def _demo_superuser() -> tuple[Any, bool]:
+    User = get_user_model()
+    user = User._default_manager.filter(**{User.USERNAME_FIELD: DEMO_USERNAME}).first()
+    if user is not None:
+        return user, False
+    return User._default_manager.create_superuser(
+        **{User.USERNAME_FIELD: DEMO_USERNAME},
+        email="admin@example.com",
+        password=DEMO_PASSWORD,
+    ), True
+
+
+def _fresh_thread(user: Any) -> Thread:
+    for thread in Thread.objects.filter(owner=user, client_key=DEMO_CLIENT_KEY):
+        services.erase_thread(thread)
+    return Thread.objects.create(owner=user, client_key=DEMO_CLIENT_KEY, title=DEMO_TITLE)
+
+
+def describe_ids(entries: list[MemoryEntry]) -> str:
+    """``summary #2 + #3-#5, #9``: short enough to read, exact enough to check."""
+    nested = [f"summary #{entry.pk}" for entry in entries if entry.is_summary]
+    ranges: list[list[int]] = []
+    for pk in (entry.pk for entry in entries if not entry.is_summary):
+        if ranges and pk == ranges[-1][1] + 1:
+            ranges[-1][1] = pk
+        else:
+            ranges.append([pk, pk])
+    messages = ", ".join(f"#{a}" if a == b else f"#{a}-#{b}" for a, b in ranges)
+    return " + ".join([*nested, messages] if messages else nested)
+
+
+def _clip(line: str) -> str:
+    line = line.rstrip()
+    return line if len(line) <= LINE_WIDTH else line[: LINE_WIDTH - 3] + "..."
+
+
+# ---------------------------------------------------------------- the conversation
+
+ITEMS = (
+    ("trail running shoes", "89.00"),
+    ("waterproof shell jacket", "149.50"),
+    ("merino base layer", "64.00"),
+    ("insulated water bottle", "27.95"),
+    ("40 L hiking backpack", "119.00"),
+    ("fleece gloves", "22.50"),
+    ("camping stove", "74.99"),
+)
+CARRIERS = ("UPS", "DHL", "Royal Mail")
+START = date(2025, 3, 3)
+
+
+def _order(number: int) -> tuple[str, str, str, date]:
+    item, amount = ITEMS[number % len(ITEMS)]
+    return f"NW-{48210 + number * 7}", item, amount, START + timedelta(days=number)
+
+
+def _call(number: int, index: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+    return {"id": f"call_{number:03d}_{index}", "name": name, "arguments": json.dumps(arguments)}
+
+
+def _tool(call: dict[str, Any], result: dict[str, Any]) -> Message:
+    return {
+        "role": "tool",
+        "tool_name": call["name"],
+        "tool_call_id": call["id"],
+        "content": json.dumps(result),
+    }
+
+
+def _steps(number: int) -> list[list[Message]]:
+    """Turn ``number`` as the agent lives it: the user's message, then each tool call
+    with its result, then the answer; the agent calls its model after each step."""
+    request, reply = _turn(number)
+    steps: list[list[Message]] = [[request]]
+    for message in reply:
+        if message["role"] == "tool":
+            steps[-1].append(message)
+        else:
+            steps.append([message])
+    return steps
+
+
+def _turn(number: int) -> tuple[Message, list[Message]]:
+    """The user's message of turn ``number`` and the agent's reply (tool calls included)."""
+    order_id, item, amount, day = _order(number)
+    scenario = number % 7
+    if scenario == 1:
+        user = f"Hi, where is my order {order_id}? It was supposed to arrive on {day:%d %B}."
+        carrier = CARRIERS[number % len(CARRIERS)]
+        lookup = _call(number, 1, "lookup_order", {"order_id": order_id})
+        eta = day + timedelta(days=2)
+        return _user(user), [
+            _assistant("", [lookup]),
+            _tool(lookup, {"order_id": order_id, "status": "in_transit", "carrier": carrier,
+                           "tracking": f"TRK{900100 + number}", "eta": eta.isoformat()}),
+            _assistant(f"Order {order_id} is in transit with {carrier} (tracking "
+                       f"TRK{900100 + number}); the new estimate is {eta:%d %B}."),
+        ]
+    if scenario == 2:
+        user = f"The {item} from order {order_id} arrived damaged. Can I get a refund?"
+        lookup = _call(number, 1, "lookup_order", {"order_id": order_id})
+        refund = _call(number, 2, "issue_refund",
+                       {"order_id": order_id, "amount": amount, "reason": "damaged"})
+        due = day + timedelta(days=7)
+        return _user(user), [
+            _assistant("", [lookup]),
+            _tool(lookup, {"order_id": order_id, "status": "delivered", "items": [
+                {"sku": f"SKU-{3000 + number}", "name": item, "price": amount}]}),
+            _assistant("", [refund]),
+            _tool(refund, {"refund_id": f"RF-{7100 + number}", "status": "approved",
+                           "amount": amount, "expected_by": due.isoformat()}),
+            _assistant(f"I've refunded {amount} EUR for the damaged {item} (refund "
+                       f"RF-{7100 + number}). It should reach your card by {due:%d %B}."),
+        ]
+    if scenario == 3:
+        address = f"{10 + number} Harbour Lane, Bristol BS1 4RE"
+        user = f"Can you change the delivery address for {order_id} to {address}?"
+        update = _call(number, 1, "update_shipping_address",
+                       {"order_id": order_id, "address": address})
+        return _user(user), [
+            _assistant("", [update]),
+            _tool(update, {"order_id": order_id, "updated": True, "address": address}),
+            _assistant(f"Done: {order_id} will now be delivered to {address}."),
+        ]
+    if scenario == 4:
+        user = f"I'd like to return the {item} from order {order_id}, it's the wrong size."
+        label = _call(number, 1, "create_return_label", {"order_id": order_id, "item": item})
+        drop_off = day + timedelta(days=14)
+        return _user(user), [
+            _assistant("", [label]),
+            _tool(label, {"rma": f"RMA-{5500 + number}", "drop_off_by": drop_off.isoformat(),
+                          "label_url": f"https://returns.example.com/RMA-{5500 + number}.pdf"}),
+            _assistant(f"Your return RMA-{5500 + number} is open. Print the label from the "
+                       f"link I sent and drop the parcel off by {drop_off:%d %B}."),
+        ]
+    if scenario == 5:
+        user = "How long do refunds usually take to show up on my card statement?"
+        return _user(user), [
+            _assistant("Card refunds usually appear within 5 to 10 business days after we "
+                       "approve them; bank transfers can take a little longer."),
+        ]
+    if scenario == 6:
+        code = f"SPRING{10 + number % 3 * 5}"
+        user = f"My discount code {code} didn't apply to order {order_id}."
+        coupon = _call(number, 1, "apply_coupon", {"order_id": order_id, "code": code})
+        return _user(user), [
+            _assistant("", [coupon]),
+            _tool(coupon, {"order_id": order_id, "code": code, "applied": True,
+                           "credited": f"{number % 3 * 5 + 10}%"}),
+            _assistant(f"{code} is now applied to {order_id}; the difference goes back to "
+                       "your original payment method."),
+        ]
+    user = f"This is the second parcel that went missing ({order_id}). I want to talk to a person."
+    ticket = _call(number, 1, "open_ticket",
+                   {"order_id": order_id, "priority": "high", "topic": "missing parcel"})
+    return _user(user), [
+        _assistant("", [ticket]),
+        _tool(ticket, {"ticket_id": f"T-{20400 + number}", "queue": "escalations",
+                       "sla_hours": 24}),
+        _assistant(f"I'm sorry about this. Ticket T-{20400 + number} is with our escalations "
+                   "team, and a person will contact you within 24 hours."),
+    ]
+
+
+def _user(content: str) -> Message:
+    return {"role": "user", "content": content}
+
+
+def _assistant(content: str, tool_calls: list[dict[str, Any]] | None = None) -> Message:
+    message: Message = {"role": "assistant", "content": content}
+    if tool_calls:
+        message["tool_calls"] = tool_calls
+    return message

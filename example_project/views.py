@@ -1,0 +1,16 @@
+"""The demo site's front page: where to go once `make demo` is serving."""
+
+from __future__ import annotations
+
+from django.contrib.auth import get_user_model
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+
+from agentmemory.management.commands.agentmemory_demo import DEMO_CLIENT_KEY, DEMO_USERNAME
+from agentmemory.models import Thread
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    owner = f"owner__{get_user_model().USERNAME_FIELD}"
+    thread = Thread.objects.filter(client_key=DEMO_CLIENT_KEY, **{owner: DEMO_USERNAME}).first()
+    return render(request, "home.html", {"thread": thread, "demo_username": DEMO_USERNAME})
