@@ -2,7 +2,8 @@
 
 Ids: E001 unknown key, E002 summarizer, E003 recall mode, E004 integer knobs,
 E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
-E010 background work (retries, batches, queue), E011 window compaction,
+E010 background work (retries, batches, queue), E011 window compaction, E012 API limits,
+W002 the API schema needs drf-spectacular's AutoSchema,
 W001 the summarizer's API key variable is empty.
 """
 
@@ -152,6 +153,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         error("WINDOW_RETAIN", f"is {get('WINDOW_RETAIN')!r}.",
               "Use 'conversation' (keep folded messages) or 'discard'.", "E011")
 
+    errors.extend(_check_api())
+
     for key in ("FORMAT_HEADER", "FORMAT_FOOTER"):
         if not isinstance(get(key), str):
             error(key, f"must be a string, got {type(get(key)).__name__}.", "Use '' for none.",
@@ -160,4 +163,41 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if instruction is not None and (not isinstance(instruction, str) or not instruction.strip()):
         error("SUMMARY_INSTRUCTION", "must be None or non-empty text.",
               "None uses the authored default instruction.", "E009")
+    return errors
+
+
+def _check_api() -> list[CheckMessage]:
+    """The API's schema endpoint needs drf-spectacular's AutoSchema (read, not imported)."""
+    from django.apps import apps
+    from django.conf import settings
+
+    if not apps.is_installed("rest_framework"):
+        return []
+    errors: list[CheckMessage] = []
+    schema_class = getattr(settings, "REST_FRAMEWORK", {}).get("DEFAULT_SCHEMA_CLASS")
+    if schema_class != "drf_spectacular.openapi.AutoSchema":
+        errors.append(Warning(
+            "agentmemory's API schema endpoint (api/memory/schema/) needs drf-spectacular.",
+            hint='Set REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] = '
+            '"drf_spectacular.openapi.AutoSchema".',
+            id="agentmemory.W002",
+        ))
+    rates = memory_settings.API_THROTTLE_RATES
+    if not isinstance(rates, dict) or set(rates) - {"append", "recall"} or any(
+        rate is not None and not (isinstance(rate, str) and "/" in rate)
+        for rate in rates.values()
+    ):
+        errors.append(Error(
+            f"{SETTINGS_NAME}['API_THROTTLE_RATES'] is {rates!r}.",
+            hint='Use {"append": "120/min" or None, "recall": "60/min" or None}.',
+            id="agentmemory.E012",
+        ))
+    for key in ("API_MAX_CONTENT_CHARS", "API_MAX_BATCH", "API_MAX_WINDOW", "API_PAGE_SIZE"):
+        value = getattr(memory_settings, key)
+        if not _is_int(value) or value < 1:
+            errors.append(Error(
+                f"{SETTINGS_NAME}['{key}'] must be a positive integer, got {value!r}.",
+                hint=f"The default is {DEFAULTS[key]}.",
+                id="agentmemory.E012",
+            ))
     return errors

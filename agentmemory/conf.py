@@ -63,6 +63,12 @@ DEFAULTS: dict[str, Any] = {
     "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {}},
     "WINDOW_MIN_FOLD": 2,
     "WINDOW_RETAIN": "conversation",
+    # REST API limits. Throttle rates use DRF's syntax ("100/min"); None: no throttle.
+    "API_MAX_CONTENT_CHARS": 100_000,
+    "API_MAX_BATCH": 500,
+    "API_MAX_WINDOW": 5_000,
+    "API_PAGE_SIZE": 50,
+    "API_THROTTLE_RATES": {"append": None, "recall": None},
     # tokens
     "TOKEN_COUNTER": "agentmemory.tokens.EncodingCounter",
     "TOKEN_ENCODING": "o200k_base",

@@ -286,16 +286,16 @@ def give_up_fold(thread_id: int, exc: BaseException) -> None:
         report_summarizer_failure(thread, get_summarizer(), exc)
 
 
-def enqueue_fold(thread_id: int) -> bool:
-    """Send ``fold_thread`` to the broker; a broker outage loses nothing.
+def enqueue_fold(thread_id: int) -> str | None:
+    """Send ``fold_thread`` to the broker and return the task id; an outage loses nothing.
 
     The database is the record of pending work: when the broker is down this logs a
-    warning and returns False, and ``sweep`` enqueues the fold once it is back.
+    warning and returns None, and ``sweep`` enqueues the fold once it is back.
     """
     from agentmemory.tasks import fold_thread
 
     try:
-        fold_thread.apply_async((thread_id,), **fold_task_options())
+        return str(fold_thread.apply_async((thread_id,), **fold_task_options()).id)
     except Exception as exc:
         logger.warning(
             "agentmemory: could not enqueue the fold of thread %s (%s: %s); the periodic "
@@ -304,8 +304,7 @@ def enqueue_fold(thread_id: int) -> bool:
             type(exc).__name__,
             exc,
         )
-        return False
-    return True
+        return None
 
 
 def fold_task_options() -> dict[str, Any]:

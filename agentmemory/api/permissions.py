@@ -1,0 +1,31 @@
+"""Who may see what: owners see their own threads; nobody else learns they exist."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404
+from rest_framework.request import Request
+
+from agentmemory.models import Thread
+
+EXPAND_PERMISSION = "agentmemory.expand_summary"
+
+
+def owned_thread(request: Request, thread_id: int) -> Thread:
+    """The thread if the requesting user owns it; 404 otherwise, staff included."""
+    thread = Thread.objects.filter(pk=thread_id, owner=request.user).first()
+    if thread is None:
+        raise Http404(f"No thread {thread_id}.")
+    return thread
+
+
+def expandable_thread(request: Request, thread_id: int) -> Thread:
+    """Originals are shown to the owner, or to a user granted ``expand_summary``."""
+    user: Any = request.user
+    if user.has_perm(EXPAND_PERMISSION):
+        thread = Thread.objects.filter(pk=thread_id).first()
+        if thread is None:
+            raise Http404(f"No thread {thread_id}.")
+        return thread
+    return owned_thread(request, thread_id)

@@ -1,0 +1,294 @@
+"""Request and response shapes. Validation here gives field-level 400s; the rules
+that belong to the domain (roles, tool-call pairing) are the services' and are mapped
+back to fields by the views."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from rest_framework import serializers
+
+from agentmemory.conf import memory_settings
+from agentmemory.models import (
+    FoldedSpan,
+    MemoryEntry,
+    RetainPolicy,
+    Role,
+    SummarizerCall,
+    SummaryCoverage,
+    Thread,
+    Tier,
+)
+
+MAX_INT = 2**31 - 1
+MAX_BUDGET = 10_000_000
+
+
+class StrictSerializer(serializers.Serializer):
+    """Unknown fields are an error, not silently dropped."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            unknown = sorted(set(data) - set(self.fields))
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: ["Unknown field."] for name in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+class StrictModelSerializer(serializers.ModelSerializer):
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            unknown = sorted(set(data) - writable)
+            if unknown:
+                raise serializers.ValidationError(
+                    {name: ["Unknown or read-only field."] for name in unknown}
+                )
+        return super().to_internal_value(data)
+
+
+# ---------------------------------------------------------------- threads
+
+
+class ThreadSerializer(StrictModelSerializer):
+    ttl_seconds = serializers.IntegerField(
+        source="ttl", required=False, allow_null=True, min_value=1, max_value=MAX_INT,
+        help_text="How long written entries live, in seconds; null: the project default.",
+    )
+
+    class Meta:
+        model = Thread
+        fields = [
+            "id", "client_key", "title", "metadata", "ttl_seconds", "write_tier",
+            "window_retain", "last_turn", "created_at", "updated_at",
+        ]
+        read_only_fields = ["id", "last_turn", "created_at", "updated_at"]
+        # The owner-scoped uniqueness is checked in validate_client_key.
+        validators: list[Any] = []
+
+    def to_representation(self, instance: Thread) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["ttl_seconds"] = int(instance.ttl.total_seconds()) if instance.ttl else None
+        return data
+
+    def to_internal_value(self, data: Any) -> Any:
+        values = super().to_internal_value(data)
+        if values.get("ttl") is not None:
+            values["ttl"] = timedelta(seconds=values["ttl"])
+        return values
+
+    def validate_metadata(self, value: Any) -> Any:
+        if not isinstance(value, dict):
+            raise serializers.ValidationError("Must be an object.")
+        return value
+
+    def validate_client_key(self, value: str) -> str:
+        owner = self.context["request"].user
+        clash = Thread.objects.filter(owner=owner, client_key=value).exclude(client_key="")
+        if self.instance is not None:
+            clash = clash.exclude(pk=self.instance.pk)
+        if value and clash.exists():
+            raise serializers.ValidationError("You already have a thread with this client_key.")
+        return value
+
+
+# ---------------------------------------------------------------- entries
+
+
+class ToolCallSerializer(StrictSerializer):
+    id = serializers.CharField(max_length=200)
+    name = serializers.CharField(max_length=200)
+    arguments = serializers.JSONField(required=False, default="")
+
+
+class MessageSerializer(StrictSerializer):
+    """One message to append (or one message of a window to compact)."""
+
+    role = serializers.ChoiceField(choices=Role.choices)
+    content = serializers.CharField(allow_blank=True, trim_whitespace=False, default="")
+    tool_calls = ToolCallSerializer(many=True, required=False)
+    tool_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    tool_call_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    turn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT)
+    tier = serializers.ChoiceField(choices=Tier.choices, required=False)
+    metadata = serializers.DictField(required=False)
+
+    def validate_content(self, value: str) -> str:
+        limit = memory_settings.API_MAX_CONTENT_CHARS
+        if len(value) > limit:
+            raise serializers.ValidationError(f"At most {limit} characters.")
+        return value
+
+
+class BatchSerializer(StrictSerializer):
+    entries = MessageSerializer(many=True, allow_empty=False)
+
+    def validate_entries(self, value: list[Any]) -> list[Any]:
+        limit = memory_settings.API_MAX_BATCH
+        if len(value) > limit:
+            raise serializers.ValidationError(f"At most {limit} entries per batch.")
+        return value
+
+
+class CoverageSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SummaryCoverage
+        fields = [
+            "from_turn", "to_turn", "entry_count", "span_tokens", "model", "summarized_at",
+            "prompt_tokens", "completion_tokens",
+        ]
+
+
+class EntrySerializer(serializers.ModelSerializer):
+    class Meta:
+        model = MemoryEntry
+        fields = [
+            "id", "kind", "role", "content", "tool_calls", "tool_name", "tool_call_id",
+            "turn", "position", "tier", "token_count", "created_at", "expires_at",
+            "metadata", "summary_key", "covered_by",
+        ]
+        read_only_fields = fields
+
+
+class SummarySerializer(EntrySerializer):
+    coverage = CoverageSerializer(read_only=True)
+
+    class Meta(EntrySerializer.Meta):
+        fields = [*EntrySerializer.Meta.fields, "coverage"]
+        read_only_fields = fields
+
+
+# ---------------------------------------------------------------- recall and fold
+
+
+class DecaySerializer(StrictSerializer):
+    half_life_seconds = serializers.FloatField(min_value=0.001, max_value=1e10)
+    min_score = serializers.FloatField(min_value=0, max_value=1, default=0.1)
+
+
+class RecallRequestSerializer(StrictSerializer):
+    budget_tokens = serializers.IntegerField(min_value=1, max_value=MAX_BUDGET)
+    mode = serializers.ChoiceField(choices=["inline", "background"], required=False)
+    load_count = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    tiers = serializers.ListField(
+        child=serializers.ChoiceField(choices=Tier.choices), required=False, allow_empty=False,
+        max_length=3,
+    )
+    trigger_min_entries = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    preserve_recent = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    min_fold_entries = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    reserve_tokens = serializers.IntegerField(required=False, min_value=0, max_value=MAX_BUDGET)
+    minimum_tokens = serializers.IntegerField(required=False, min_value=0, max_value=MAX_BUDGET)
+    max_entries = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    header = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    footer = serializers.CharField(required=False, allow_blank=True, max_length=2000)
+    decay = DecaySerializer(required=False)
+
+
+class RecalledMessageSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    kind = serializers.CharField()
+    role = serializers.CharField()
+    content = serializers.CharField()
+    turn = serializers.IntegerField()
+    tokens = serializers.IntegerField()
+    tool_calls = serializers.ListField(child=serializers.DictField())
+    tool_name = serializers.CharField()
+    tool_call_id = serializers.CharField()
+
+
+class RecallResponseSerializer(serializers.Serializer):
+    messages = RecalledMessageSerializer(many=True)
+    text = serializers.CharField()
+    tokens = serializers.IntegerField()
+    summaries_used = serializers.ListField(child=serializers.IntegerField())
+    decline = serializers.CharField(allow_null=True)
+    budget_decline = serializers.CharField(allow_null=True)
+    folded_summary_id = serializers.IntegerField(allow_null=True)
+    loaded_count = serializers.IntegerField()
+
+
+class FoldRequestSerializer(StrictSerializer):
+    mode = serializers.ChoiceField(choices=["inline", "background"], required=False)
+
+
+class FoldResponseSerializer(serializers.Serializer):
+    mode = serializers.CharField()
+    task_id = serializers.CharField(allow_null=True, required=False)
+    folded = serializers.BooleanField(required=False)
+    summary_id = serializers.IntegerField(allow_null=True, required=False)
+    decline = serializers.CharField(allow_null=True, required=False)
+
+
+class OriginalsResponseSerializer(serializers.Serializer):
+    summary = SummarySerializer()
+    recursive = serializers.BooleanField()
+    originals = SummarySerializer(many=True)
+
+
+# ---------------------------------------------------------------- window
+
+
+class FoldedSpanSerializer(serializers.ModelSerializer):
+    nested_spans = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+
+    class Meta:
+        model = FoldedSpan
+        fields = [
+            "id", "fingerprint", "span_fingerprint", "content", "message_count", "iteration",
+            "model", "prompt_tokens", "completion_tokens", "retain", "messages",
+            "nested_spans", "created_at", "expires_at",
+        ]
+        read_only_fields = fields
+
+
+class CompactRequestSerializer(StrictSerializer):
+    messages = MessageSerializer(many=True, allow_empty=False)
+    budget_tokens = serializers.IntegerField(required=False, min_value=1, max_value=MAX_BUDGET)
+    iteration = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT, default=0)
+    retain = serializers.ChoiceField(choices=RetainPolicy.choices, required=False)
+
+    def validate_messages(self, value: list[Any]) -> list[Any]:
+        limit = memory_settings.API_MAX_WINDOW
+        if len(value) > limit:
+            raise serializers.ValidationError(f"At most {limit} messages per window.")
+        return value
+
+
+class CompactResponseSerializer(serializers.Serializer):
+    window = serializers.ListField(child=serializers.DictField())
+    span = FoldedSpanSerializer(allow_null=True)
+    refusal = serializers.CharField(allow_null=True)
+    reused = serializers.BooleanField()
+
+
+class LookupRequestSerializer(StrictSerializer):
+    message = MessageSerializer()
+
+
+class LookupResponseSerializer(serializers.Serializer):
+    span = FoldedSpanSerializer(allow_null=True)
+
+
+# ---------------------------------------------------------------- usage
+
+
+class SummarizerCallSerializer(serializers.ModelSerializer):
+    class Meta:
+        model = SummarizerCall
+        fields = [
+            "id", "purpose", "backend", "model", "outcome", "error_class", "attempt",
+            "entry_count", "prompt_tokens", "completion_tokens", "duration_ms", "summary",
+            "created_at",
+        ]
+        read_only_fields = fields
+
+
+class UsageTotalsSerializer(serializers.Serializer):
+    calls = serializers.IntegerField()
+    prompt_tokens = serializers.IntegerField()
+    completion_tokens = serializers.IntegerField()
+    by_outcome = serializers.DictField(child=serializers.IntegerField())

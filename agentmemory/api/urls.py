@@ -1,0 +1,27 @@
+"""Mount with ``path("api/memory/", include("agentmemory.api.urls"))``."""
+
+from django.urls import path
+
+from agentmemory.api import views
+
+app_name = "agentmemory-api"
+
+thread = "threads/<int:thread_id>/"
+summary = f"{thread}summaries/<int:summary_id>/"
+
+urlpatterns = [
+    path("threads/", views.ThreadList.as_view(), name="thread-list"),
+    path(thread, views.ThreadDetail.as_view(), name="thread-detail"),
+    path(f"{thread}entries/", views.EntryList.as_view(), name="entry-list"),
+    path(f"{thread}entries/<int:entry_id>/", views.EntryDetail.as_view(), name="entry-detail"),
+    path(f"{thread}recall/", views.Recall.as_view(), name="recall"),
+    path(f"{thread}fold/", views.Fold.as_view(), name="fold"),
+    path(f"{thread}summaries/", views.SummaryList.as_view(), name="summary-list"),
+    path(summary, views.SummaryDetail.as_view(), name="summary-detail"),
+    path(f"{summary}originals/", views.SummaryOriginals.as_view(), name="summary-originals"),
+    path(f"{thread}compact/", views.Compact.as_view(), name="compact"),
+    path(f"{thread}folds/", views.FoldList.as_view(), name="fold-list"),
+    path(f"{thread}folds/lookup/", views.FoldLookup.as_view(), name="fold-lookup"),
+    path(f"{thread}usage/", views.Usage.as_view(), name="usage"),
+    path("schema/", views.MemorySchemaView.as_view(), name="schema"),
+]

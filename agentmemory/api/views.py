@@ -1,0 +1,366 @@
+"""Views: parse input, call a service, shape the output. Nothing else lives here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet, Sum
+from django.shortcuts import get_object_or_404
+from django.urls import include, path
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from drf_spectacular.views import SpectacularAPIView
+from rest_framework import generics, status
+from rest_framework.exceptions import ValidationError
+from rest_framework.pagination import PageNumberPagination
+from rest_framework.permissions import IsAuthenticated
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from agentmemory import services
+from agentmemory.api import serializers as s
+from agentmemory.api.permissions import expandable_thread, owned_thread
+from agentmemory.api.throttling import AgentMemoryThrottle
+from agentmemory.conf import memory_settings
+from agentmemory.exceptions import InvalidMessageError
+from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
+from agentmemory.pipeline.config import InvalidRecallOption
+
+
+class Pagination(PageNumberPagination):
+    page_size_query_param = "page_size"
+    max_page_size = 500
+
+    def get_page_size(self, request: Request) -> int:
+        self.page_size = memory_settings.API_PAGE_SIZE
+        return int(super().get_page_size(request) or self.page_size)
+
+
+class MemoryAPIView(APIView):
+    permission_classes = [IsAuthenticated]
+    throttle_classes = [AgentMemoryThrottle]
+
+    def thread(self) -> Thread:
+        return owned_thread(self.request, self.kwargs["thread_id"])
+
+
+def message_error(exc: InvalidMessageError, *, batch: int | None = None) -> ValidationError:
+    """A domain validation error as DRF field errors (per item for a batch)."""
+    detail = {exc.field: [str(exc)]}
+    if batch is None:
+        return ValidationError(detail)
+    items: list[dict[str, Any]] = [{} for _ in range(batch)]
+    items[exc.index or 0] = detail
+    return ValidationError({"entries": items})
+
+
+# ---------------------------------------------------------------- threads
+
+
+class ThreadList(MemoryAPIView, generics.ListCreateAPIView):
+    serializer_class = s.ThreadSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[Thread]:
+        return Thread.objects.filter(owner=self.request.user).order_by("-created_at", "-id")
+
+    def perform_create(self, serializer: Any) -> None:
+        serializer.save(owner=self.request.user)
+
+
+class ThreadDetail(MemoryAPIView, generics.RetrieveUpdateDestroyAPIView):
+    serializer_class = s.ThreadSerializer
+    lookup_url_kwarg = "thread_id"
+
+    def get_queryset(self) -> QuerySet[Thread]:
+        return Thread.objects.filter(owner=self.request.user)
+
+    @extend_schema(description="Erase the thread: entries, summaries, spans and latches.")
+    def delete(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        services.erase_thread(self.thread())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ---------------------------------------------------------------- entries
+
+
+class EntryList(MemoryAPIView, generics.ListAPIView):
+    serializer_class = s.EntrySerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[MemoryEntry]:
+        entries = MemoryEntry.objects.filter(thread=self.thread())
+        if self.request.query_params.get("include_covered") not in ("1", "true"):
+            entries = entries.visible()
+        return entries.order_by("position", "id")
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(
+                "include_covered", bool, description="Also list entries hidden by a summary."
+            )
+        ]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.list(request, *args, **kwargs)
+
+    @property
+    def throttle_scope(self) -> str | None:
+        return "append" if self.request.method == "POST" else None
+
+    @extend_schema(
+        request=s.MessageSerializer,
+        responses={201: s.EntrySerializer(many=True)},
+        description="Append one message, or a batch as {\"entries\": [...]}. A batch with "
+        "one bad entry writes nothing.",
+    )
+    def post(self, request: Request, thread_id: int) -> Response:
+        thread = self.thread()
+        is_batch = isinstance(request.data, dict) and "entries" in request.data
+        serializer = (s.BatchSerializer if is_batch else s.MessageSerializer)(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        messages = serializer.validated_data["entries"] if is_batch else serializer.validated_data
+        try:
+            entries = services.append(thread, messages)
+        except InvalidMessageError as exc:
+            raise message_error(exc, batch=len(messages) if is_batch else None) from exc
+        return Response(s.EntrySerializer(entries, many=True).data, status=status.HTTP_201_CREATED)
+
+
+class EntryDetail(MemoryAPIView):
+    def entry(self) -> MemoryEntry:
+        return get_object_or_404(
+            MemoryEntry.objects.select_related("coverage"),
+            pk=self.kwargs["entry_id"],
+            thread=self.thread(),
+        )
+
+    @extend_schema(responses=s.EntrySerializer)
+    def get(self, request: Request, thread_id: int, entry_id: int) -> Response:
+        return Response(s.EntrySerializer(self.entry()).data)
+
+    @extend_schema(responses={204: None}, description="Erase the entry and every summary "
+                   "derived from it; the surviving originals are recalled verbatim again.")
+    def delete(self, request: Request, thread_id: int, entry_id: int) -> Response:
+        services.erase_entry(self.entry())
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ---------------------------------------------------------------- recall and fold
+
+
+class Recall(MemoryAPIView):
+    throttle_scope = "recall"
+
+    @extend_schema(request=s.RecallRequestSerializer, responses=s.RecallResponseSerializer)
+    def post(self, request: Request, thread_id: int) -> Response:
+        thread = self.thread()
+        serializer = s.RecallRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        options = dict(serializer.validated_data)
+        budget = options.pop("budget_tokens")
+        if "decay" in options:
+            decay = options["decay"]
+            options["decay"] = {"HALF_LIFE": decay["half_life_seconds"],
+                                "MIN_SCORE": decay["min_score"]}
+        try:
+            result = services.recall(thread, budget, **options)
+        except InvalidRecallOption as exc:
+            raise ValidationError({exc.field: [str(exc)]}) from exc
+        return Response(s.RecallResponseSerializer(result).data)
+
+
+class Fold(MemoryAPIView):
+    @extend_schema(
+        request=s.FoldRequestSerializer,
+        responses={200: s.FoldResponseSerializer, 202: s.FoldResponseSerializer},
+        description="Background mode: 202 with the task id. Inline: 200 with the result.",
+    )
+    def post(self, request: Request, thread_id: int) -> Response:
+        thread = self.thread()
+        serializer = s.FoldRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        mode = serializer.validated_data.get("mode", memory_settings.RECALL_MODE)
+        if mode == "background":
+            task_id = services.enqueue_fold(thread.pk)
+            return Response({"mode": mode, "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
+        outcome = services.fold(thread)
+        return Response({
+            "mode": mode,
+            "folded": outcome.folded,
+            "summary_id": outcome.summary.pk if outcome.summary else None,
+            "decline": outcome.decline,
+        })
+
+
+# ---------------------------------------------------------------- summaries
+
+
+def thread_summaries(thread: Thread) -> QuerySet[MemoryEntry]:
+    return (
+        MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY)
+        .select_related("coverage")
+        .order_by("position", "id")
+    )
+
+
+class SummaryList(MemoryAPIView, generics.ListAPIView):
+    serializer_class = s.SummarySerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[MemoryEntry]:
+        return thread_summaries(self.thread())
+
+
+class SummaryDetail(MemoryAPIView):
+    @extend_schema(responses=s.SummarySerializer)
+    def get(self, request: Request, thread_id: int, summary_id: int) -> Response:
+        summary = get_object_or_404(thread_summaries(self.thread()), pk=summary_id)
+        return Response(s.SummarySerializer(summary).data)
+
+    @extend_schema(responses={204: None}, description="Unfold: delete the summary (and any "
+                   "summary built on it); the next recall is verbatim.")
+    def delete(self, request: Request, thread_id: int, summary_id: int) -> Response:
+        summary = get_object_or_404(thread_summaries(self.thread()), pk=summary_id)
+        services.unfold(summary)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class SummaryOriginals(MemoryAPIView):
+    @extend_schema(
+        parameters=[OpenApiParameter("recursive", bool, description="Expand nested summaries.")],
+        responses=s.OriginalsResponseSerializer,
+    )
+    def get(self, request: Request, thread_id: int, summary_id: int) -> Response:
+        thread = expandable_thread(request, thread_id)
+        summary = get_object_or_404(thread_summaries(thread), pk=summary_id)
+        recursive = request.query_params.get("recursive") in ("1", "true")
+        originals = services.expand(summary, recursive=recursive)
+        return Response({
+            "summary": s.SummarySerializer(summary).data,
+            "recursive": recursive,
+            "originals": s.SummarySerializer(originals, many=True).data,
+        })
+
+
+# ---------------------------------------------------------------- window
+
+
+class Compact(MemoryAPIView):
+    @extend_schema(request=s.CompactRequestSerializer, responses=s.CompactResponseSerializer)
+    def post(self, request: Request, thread_id: int) -> Response:
+        thread = self.thread()
+        serializer = s.CompactRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        data = serializer.validated_data
+        try:
+            with transaction.atomic():
+                result = services.compact(
+                    thread,
+                    data["messages"],
+                    budget_tokens=data.get("budget_tokens"),
+                    iteration=data["iteration"],
+                    retain=data.get("retain"),
+                )
+        except InvalidMessageError as exc:
+            raise ValidationError({exc.field: [str(exc)]}) from exc
+        except ValueError as exc:  # a seam that cannot select without a budget
+            raise ValidationError({"budget_tokens": [str(exc)]}) from exc
+        return Response({
+            "window": result.window,
+            "span": s.FoldedSpanSerializer(result.span).data if result.span else None,
+            "refusal": result.refusal,
+            "reused": result.reused,
+        })
+
+
+class FoldList(MemoryAPIView, generics.ListAPIView):
+    serializer_class = s.FoldedSpanSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[FoldedSpan]:
+        return (
+            FoldedSpan.objects.filter(thread=self.thread())
+            .prefetch_related("nested_spans")
+            .order_by("created_at", "id")
+        )
+
+
+class FoldLookup(MemoryAPIView):
+    @extend_schema(
+        request=s.LookupRequestSerializer,
+        responses=s.LookupResponseSerializer,
+        description="The span recorded for a summary message, joined by a hash of its whole "
+        "content; span null: no fold was recorded for it.",
+    )
+    def post(self, request: Request, thread_id: int) -> Response:
+        thread = self.thread()
+        serializer = s.LookupRequestSerializer(data=request.data)
+        serializer.is_valid(raise_exception=True)
+        span = services.folded_span_for(thread, serializer.validated_data["message"])
+        return Response({"span": s.FoldedSpanSerializer(span).data if span else None})
+
+
+# ---------------------------------------------------------------- usage
+
+
+class Usage(MemoryAPIView, generics.ListAPIView):
+    serializer_class = s.SummarizerCallSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[SummarizerCall]:
+        return SummarizerCall.objects.filter(thread=self.thread()).order_by("-created_at", "-id")
+
+    @extend_schema(description="The thread's ledger rows, newest first, with its totals "
+                   "(calls, tokens, calls by outcome) under 'totals'.")
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = self.list(request, *args, **kwargs)
+        response.data["totals"] = usage_totals(self.get_queryset())
+        return response
+
+
+def usage_totals(calls: QuerySet[SummarizerCall]) -> dict[str, Any]:
+    """Calls and tokens of a ledger selection, in one query."""
+    outcomes = ("folded", "declined", "refused-not-smaller", "failed")
+    totals = calls.aggregate(
+        calls=Count("id"),
+        prompt_tokens=Sum("prompt_tokens", default=0),
+        completion_tokens=Sum("completion_tokens", default=0),
+        **{outcome: Count("id", filter=Q(outcome=outcome)) for outcome in outcomes},
+    )
+    return {
+        "calls": totals["calls"],
+        "prompt_tokens": totals["prompt_tokens"],
+        "completion_tokens": totals["completion_tokens"],
+        "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
+    }
+
+
+# ---------------------------------------------------------------- schema
+
+
+class MemorySchemaView(SpectacularAPIView):
+    """The OpenAPI 3 schema of these endpoints alone, under whatever prefix they are mounted.
+
+    Needs ``REST_FRAMEWORK["DEFAULT_SCHEMA_CLASS"] =
+    "drf_spectacular.openapi.AutoSchema"`` (checked by agentmemory.W002).
+    """
+
+    custom_settings = {
+        "TITLE": "agentmemory API",
+        "DESCRIPTION": "Durable, explainable conversation memory for LLM agents.",
+        "VERSION": __import__("agentmemory").__version__,
+        "COMPONENT_SPLIT_REQUEST": True,
+        "ENUM_NAME_OVERRIDES": {
+            "TierEnum": "agentmemory.models.Tier",
+            "RetainPolicyEnum": "agentmemory.models.RetainPolicy",
+            "RoleEnum": "agentmemory.models.Role",
+        },
+    }
+
+    @extend_schema(exclude=True)
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        prefix = request.path.lstrip("/").removesuffix("schema/")
+        self.patterns = [path(prefix, include("agentmemory.api.urls"))]
+        return super().get(request, *args, **kwargs)
