@@ -86,7 +86,9 @@ def assert_key_never_logged(caplog: pytest.LogCaptureFixture) -> None:
 # ---------------------------------------------------------------- the loopback server
 
 
-def test_server_answers_in_openai_shape_and_records_the_request(openai_server: OpenAIServer):
+def test_server_answers_in_openai_shape_and_records_the_request(
+    openai_server: OpenAIServer,
+) -> None:
     openai_server.reply("short", prompt_tokens=11, completion_tokens=2)
     body = {"model": "m", "messages": [{"role": "user", "content": "hi"}]}
     request = urllib.request.Request(
@@ -111,7 +113,7 @@ def test_server_answers_in_openai_shape_and_records_the_request(openai_server: O
     assert recorded.headers["authorization"] == "Bearer k"
 
 
-def test_server_errors_have_openai_error_bodies(openai_server: OpenAIServer):
+def test_server_errors_have_openai_error_bodies(openai_server: OpenAIServer) -> None:
     openai_server.fail(429)
     request = urllib.request.Request(
         f"{openai_server.base_url}/chat/completions", data=b"{}", method="POST"
@@ -129,13 +131,13 @@ def test_server_errors_have_openai_error_bodies(openai_server: OpenAIServer):
     assert openai_server.pending == 0
 
 
-def test_server_is_reachable_from_another_process(openai_server: OpenAIServer):
+def test_server_is_reachable_from_another_process(openai_server: OpenAIServer) -> None:
     """Celery worker tests rely on this: the worker is a separate process."""
     openai_server.reply("from afar")
     script = (
         "import json, sys, urllib.request\n"
         "req = urllib.request.Request(sys.argv[1] + '/chat/completions',"
-        " data=b'{\"model\": \"x\", \"messages\": []}',"
+        ' data=b\'{"model": "x", "messages": []}\','
         " headers={'Content-Type': 'application/json'})\n"
         "print(json.load(urllib.request.urlopen(req, timeout=5))"
         "['choices'][0]['message']['content'])\n"
@@ -158,7 +160,7 @@ def test_openai_request_is_deterministic_delimited_and_authorized(
     openai_server: OpenAIServer,
     openai_summarizer_settings: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
-):
+) -> None:
     caplog.set_level(logging.DEBUG)
     summarizer = openai_summarizer(openai_summarizer_settings)
 
@@ -191,7 +193,7 @@ def test_openai_request_is_deterministic_delimited_and_authorized(
 
 def test_openai_seed_and_max_tokens_options_reach_the_request(
     openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any]
-):
+) -> None:
     openai_summarizer_settings["SUMMARIZER"]["OPTIONS"].update({"SEED": 7, "MAX_TOKENS": 300})
     summarizer = openai_summarizer(openai_summarizer_settings)
 
@@ -207,7 +209,7 @@ def test_openai_seed_and_max_tokens_options_reach_the_request(
 
 def test_openai_usage_lands_in_the_summary_result(
     openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any]
-):
+) -> None:
     openai_server.reply("Order 4417 is in transit.", prompt_tokens=321, completion_tokens=9)
     result = openai_summarizer(openai_summarizer_settings).summarize(
         SPAN, instruction=DEFAULT_INSTRUCTION
@@ -231,7 +233,7 @@ def test_openai_transient_failures_raise_after_one_request(
     openai_summarizer_settings: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
     scripted: Any,
-):
+) -> None:
     caplog.set_level(logging.DEBUG)
     openai_summarizer_settings["SUMMARIZER"]["OPTIONS"]["TIMEOUT"] = 0.3
     scripted(openai_server)
@@ -249,7 +251,7 @@ def test_openai_transient_failures_raise_after_one_request(
 @pytest.mark.parametrize("status", [400, 401, 404, 422])
 def test_openai_client_errors_are_not_transient(
     openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any], status: int
-):
+) -> None:
     openai_server.fail(status, "That model does not accept this request.")
     summarizer = openai_summarizer(openai_summarizer_settings)
 
@@ -263,7 +265,7 @@ def test_openai_client_errors_are_not_transient(
 
 def test_openai_unreachable_server_is_transient(
     openai_summarizer_settings: dict[str, Any], openai_server: OpenAIServer
-):
+) -> None:
     openai_server.stop()
     with pytest.raises(TransientSummarizerError):
         openai_summarizer(openai_summarizer_settings).summarize(
@@ -277,7 +279,7 @@ def test_openai_empty_api_key_names_the_variable(
     openai_summarizer_settings: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
     unset: str,
-):
+) -> None:
     if unset == "empty":
         monkeypatch.setenv("OPENAI_API_KEY", "")
     else:
@@ -295,7 +297,7 @@ def test_openai_key_variable_is_configurable(
     openai_server: OpenAIServer,
     openai_summarizer_settings: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
-):
+) -> None:
     openai_summarizer_settings["SUMMARIZER"]["OPTIONS"]["API_KEY_ENV"] = "AGENTMEMORY_LLM_KEY"
     monkeypatch.delenv("AGENTMEMORY_LLM_KEY", raising=False)
     summarizer = openai_summarizer(openai_summarizer_settings)
@@ -311,12 +313,12 @@ def test_openai_key_variable_is_configurable(
     ("options", "key"),
     [({"TIMEOUT": 0}, "TIMEOUT"), ({"TIMEOUT": "5"}, "TIMEOUT"), ({"RETRIES": 3}, "RETRIES")],
 )
-def test_openai_bad_options_name_the_key(options: dict[str, Any], key: str):
+def test_openai_bad_options_name_the_key(options: dict[str, Any], key: str) -> None:
     with pytest.raises(AgentMemoryConfigurationError, match=key):
         OpenAISummarizer(model=TEST_MODEL, options=options)
 
 
-def test_openai_model_is_required():
+def test_openai_model_is_required() -> None:
     with pytest.raises(AgentMemoryConfigurationError, match=r"\['MODEL'\]"):
         load_summarizer({"BACKEND": OPENAI_BACKEND, "OPTIONS": {}})
 
@@ -370,12 +372,15 @@ def agentmemory_warnings(caplog: pytest.LogCaptureFixture) -> list[logging.LogRe
 @pytest.mark.django_db
 def test_recall_folds_once_through_the_openai_backend(
     openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any]
-):
+) -> None:
     # The whole thread in view, so the first fold leaves nothing else worth folding.
     settings = {**openai_summarizer_settings, "LOAD_COUNT": 200}
     thread = build_thread(40)
-    openai_server.reply("The user tracked orders 4401-4440; all are in transit.",
-                        prompt_tokens=1234, completion_tokens=17)
+    openai_server.reply(
+        "The user tracked orders 4401-4440; all are in transit.",
+        prompt_tokens=1234,
+        completion_tokens=17,
+    )
 
     with override_settings(AGENTMEMORY=settings):
         first = services.recall(thread, 4000)
@@ -389,9 +394,7 @@ def test_recall_folds_once_through_the_openai_backend(
         summary = MemoryEntry.objects.get(thread=thread, kind=EntryKind.SUMMARY)
         assert summary.content.startswith(SUMMARY_LABEL_PREFIX)
         assert TEST_MODEL in summary.content.splitlines()[0]
-        assert summary.content.endswith(
-            "\nThe user tracked orders 4401-4440; all are in transit."
-        )
+        assert summary.content.endswith("\nThe user tracked orders 4401-4440; all are in transit.")
         assert first.folded_summary_id == summary.pk
         assert first.summaries_used == [summary.pk]
         assert summary.coverage.from_turn == 1
@@ -417,7 +420,7 @@ def test_recall_with_a_failing_server_stays_verbatim(
     openai_server: OpenAIServer,
     openai_summarizer_settings: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
-):
+) -> None:
     caplog.set_level(logging.DEBUG)
     thread = build_thread(40)
     openai_server.fail(500).fail(500)
@@ -450,7 +453,7 @@ def test_a_provider_echoing_the_key_does_not_put_it_in_logs_or_tracebacks(
     openai_summarizer_settings: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
     status: int,
-):
+) -> None:
     caplog.set_level(logging.DEBUG)
     openai_server.fail(status, f"Incorrect API key provided: {TEST_API_KEY}.")
     openai_server.fail(status, f"Incorrect API key provided: {TEST_API_KEY}.")
@@ -482,7 +485,7 @@ def callable_settings(function: str) -> dict[str, Any]:
     }
 
 
-def test_callable_receives_the_composed_prompt():
+def test_callable_receives_the_composed_prompt() -> None:
     summarizer_functions.received.clear()
     with override_settings(AGENTMEMORY=callable_settings("tests.summarizer_functions.count_lines")):
         summarizer = get_summarizer()
@@ -494,7 +497,7 @@ def test_callable_receives_the_composed_prompt():
     assert summarizer.model == "my-own-llm"
 
 
-def test_callable_that_returns_no_text_names_the_function():
+def test_callable_that_returns_no_text_names_the_function() -> None:
     summarizer = load_summarizer(
         callable_settings("tests.summarizer_functions.returns_none")["SUMMARIZER"]
     )
@@ -503,14 +506,14 @@ def test_callable_that_returns_no_text_names_the_function():
 
 
 @pytest.mark.parametrize("function", ["", "tests.summarizer_functions.nope", None])
-def test_callable_bad_function_names_the_setting(function: Any):
+def test_callable_bad_function_names_the_setting(function: Any) -> None:
     config = callable_settings(function)["SUMMARIZER"]
     with pytest.raises(AgentMemoryConfigurationError, match=r"\['FUNCTION'\]"):
         load_summarizer(config)
 
 
 @pytest.mark.django_db
-def test_recall_folds_through_a_callable():
+def test_recall_folds_through_a_callable() -> None:
     thread = build_thread(40)
     settings = {
         **callable_settings("tests.summarizer_functions.count_lines"),
@@ -519,6 +522,7 @@ def test_recall_folds_through_a_callable():
     with override_settings(AGENTMEMORY=settings):
         result = services.recall(thread, 4000)
 
+    assert result.folded_summary_id is not None
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
     assert summary.content.startswith(SUMMARY_LABEL_PREFIX)
     assert summary.content.endswith(f"\n{summary.coverage.entry_count} messages condensed.")
@@ -567,13 +571,13 @@ def typical_span() -> list[Message]:
     return span
 
 
-def test_offline_is_deterministic():
+def test_offline_is_deterministic() -> None:
     first = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
     second = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
     assert first == second
 
 
-def test_offline_is_smaller_than_a_typical_span_and_counts_usage():
+def test_offline_is_smaller_than_a_typical_span_and_counts_usage() -> None:
     span = typical_span()
     result = offline().summarize(span, instruction=DEFAULT_INSTRUCTION)
     span_tokens = sum(count_tokens(render_message(message)) for message in span)
@@ -583,7 +587,7 @@ def test_offline_is_smaller_than_a_typical_span_and_counts_usage():
     assert result.prompt_tokens == sum(count_tokens(m["content"]) for m in prompt)
 
 
-def test_offline_keeps_first_sentences_and_lists_tools_once_in_order():
+def test_offline_keeps_first_sentences_and_lists_tools_once_in_order() -> None:
     result = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
     lines = result.text.splitlines()
     assert lines[0] == "- the user asked: Could you check the status of order 4401 for me?"
@@ -591,7 +595,7 @@ def test_offline_keeps_first_sentences_and_lists_tools_once_in_order():
     assert lines[-1] == "- tools called: lookup_order, notify_customer"
 
 
-def test_offline_max_lines_and_max_words():
+def test_offline_max_lines_and_max_words() -> None:
     result = offline(MAX_LINES=2, MAX_WORDS=3).summarize(
         typical_span(), instruction=DEFAULT_INSTRUCTION
     )
@@ -602,7 +606,7 @@ def test_offline_max_lines_and_max_words():
     ]
 
 
-def test_offline_with_nothing_to_keep():
+def test_offline_with_nothing_to_keep() -> None:
     result = offline().summarize([Message("assistant", "ok")], instruction=DEFAULT_INSTRUCTION)
     assert result.text == "- nothing of substance was said"
 
@@ -617,7 +621,9 @@ def test_offline_with_nothing_to_keep():
         pytest.param("order 42", ["search"], id="plain-text-arguments"),
     ],
 )
-def test_offline_tool_names_ignore_what_arguments_contain(arguments: Any, expected: list[str]):
+def test_offline_tool_names_ignore_what_arguments_contain(
+    arguments: Any, expected: list[str]
+) -> None:
     message = Message(
         "assistant",
         "Looking (again).",
@@ -626,7 +632,7 @@ def test_offline_tool_names_ignore_what_arguments_contain(arguments: Any, expect
     assert called_tools(render_message(message)) == expected
 
 
-def test_offline_reads_every_call_of_one_message():
+def test_offline_reads_every_call_of_one_message() -> None:
     message = Message(
         "assistant",
         "Two at once: f(x), g(y).",
@@ -643,7 +649,7 @@ def test_offline_reads_every_call_of_one_message():
     assert result.text.splitlines()[-1] == "- tools called: search, crm.lookup"
 
 
-def test_offline_is_the_default_backend():
+def test_offline_is_the_default_backend() -> None:
     summarizer = get_summarizer()
     assert isinstance(summarizer, OfflineSummarizer)
     assert summarizer.model == "offline-extractive-1"
