@@ -1,0 +1,135 @@
+"""``manage.py check`` names the bad AGENTMEMORY key, its value and the fix."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.core.checks import run_checks
+from django.core.management import call_command
+from django.core.management.base import SystemCheckError
+from django.test import override_settings
+
+
+def agentmemory_messages(value: Any) -> list[Any]:
+    with override_settings(AGENTMEMORY=value):
+        return [m for m in run_checks() if m.id and m.id.startswith("agentmemory.")]
+
+
+def ids(value: Any) -> list[str]:
+    return sorted({message.id for message in agentmemory_messages(value)})
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {},
+        {
+            "LOAD_COUNT": 40,
+            "PRESERVE_RECENT": 6,
+            "TIERS": ["hot", "cold"],
+            "SUMMARY_TIER": "cold",
+            "DECAY": {"HALF_LIFE": 3600, "MIN_SCORE": 0.2},
+            "DEFAULT_TTL": timedelta(days=30),
+            "RECALL_MODE": "background",
+            "SUMMARIZER": {
+                "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
+                "MODEL": "test-model",
+                "OPTIONS": {"FUNCTION": "tests.helpers.summarize_briefly"},
+            },
+        },
+        {"DEFAULT_TTL": 86400},
+    ],
+    ids=["empty", "everything-set", "ttl-in-seconds"],
+)
+def test_clean_settings_give_no_agentmemory_message(value: dict[str, Any]) -> None:
+    assert agentmemory_messages(value) == []
+
+
+def test_an_unknown_key_is_e001_and_names_the_key() -> None:
+    [message] = agentmemory_messages({"LOAD_CONT": 10})
+
+    assert message.id == "agentmemory.E001"
+    assert "LOAD_CONT" in message.msg
+    assert "LOAD_COUNT" in message.hint
+
+
+def test_settings_that_are_not_a_dict_are_e001() -> None:
+    assert ids(["LOAD_COUNT", 10]) == ["agentmemory.E001"]
+
+
+@pytest.mark.parametrize(
+    "summarizer",
+    [
+        {"BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer"},
+        {"BACKEND": "agentmemory.summarizers.openai.OpenAISummarizer", "MODEL": "  "},
+        {"BACKEND": "agentmemory.summarizers.nowhere.Summarizer", "MODEL": "m"},
+        {"BACKEND": "agentmemory.models.Thread", "MODEL": "m"},
+        {"MODEL": "gpt-4o-mini"},
+        {"BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer", "MODEL": "m",
+         "OPTIONS": {"TEMPERATURE": 1}},
+        {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer", "MODEL": "m",
+         "OPTIONS": {"FUNCTION": "tests.helpers.no_such_function"}},
+    ],
+    ids=["no-model", "blank-model", "backend-not-importable", "backend-not-a-summarizer",
+         "no-backend", "unknown-option", "function-not-importable"],
+)
+def test_an_unusable_summarizer_is_e002(summarizer: dict[str, Any]) -> None:
+    messages = agentmemory_messages({"SUMMARIZER": summarizer})
+
+    assert [m.id for m in messages] == ["agentmemory.E002"]
+    assert "SUMMARIZER" in messages[0].msg
+
+
+@pytest.mark.parametrize(
+    ("value", "expected", "key"),
+    [
+        ({"RECALL_MODE": "sometimes"}, "agentmemory.E003", "RECALL_MODE"),
+        ({"LOAD_COUNT": -1}, "agentmemory.E004", "LOAD_COUNT"),
+        ({"LOAD_COUNT": 0}, "agentmemory.E004", "LOAD_COUNT"),
+        ({"PRESERVE_RECENT": "5"}, "agentmemory.E004", "PRESERVE_RECENT"),
+        ({"RESERVE_TOKENS": -10}, "agentmemory.E004", "RESERVE_TOKENS"),
+        ({"MAX_ENTRIES": 0}, "agentmemory.E004", "MAX_ENTRIES"),
+        ({"DECAY": {"HALF_LIFE": 0}}, "agentmemory.E005", "DECAY"),
+        ({"DECAY": {"HALF_LIFE": 60, "MIN_SCORE": 2}}, "agentmemory.E005", "DECAY"),
+        ({"DECAY": {"HALFLIFE": 60}}, "agentmemory.E005", "DECAY"),
+        ({"DECAY": "fast"}, "agentmemory.E005", "DECAY"),
+        ({"TIERS": ["hot"]}, "agentmemory.E006", "SUMMARY_TIER"),
+        ({"TIERS": ["hot", "warm"], "SUMMARY_TIER": "cold"}, "agentmemory.E006", "SUMMARY_TIER"),
+        ({"TIERS": ["boiling"], "SUMMARY_TIER": "hot"}, "agentmemory.E006", "TIERS"),
+        ({"WRITE_TIER": "tepid"}, "agentmemory.E006", "WRITE_TIER"),
+        ({"DEFAULT_TTL": -5}, "agentmemory.E008", "DEFAULT_TTL"),
+        ({"DEFAULT_TTL": timedelta(0)}, "agentmemory.E008", "DEFAULT_TTL"),
+        ({"DEFAULT_TTL": "30 days"}, "agentmemory.E008", "DEFAULT_TTL"),
+    ],
+)
+def test_a_bad_value_is_reported_under_its_id(
+    value: dict[str, Any], expected: str, key: str
+) -> None:
+    messages = agentmemory_messages(value)
+
+    assert {m.id for m in messages} == {expected}
+    assert any(f"['{key}']" in m.msg for m in messages)
+    assert all(m.hint for m in messages)
+
+
+def test_summary_tier_outside_tiers_says_why() -> None:
+    [message] = agentmemory_messages({"TIERS": ["hot", "warm"]})
+
+    assert message.id == "agentmemory.E006"
+    assert "SUMMARY_TIER" in message.msg and "TIERS" in message.hint
+
+
+def test_several_bad_values_are_all_reported() -> None:
+    assert ids({"RECALL_MODE": "x", "LOAD_COUNT": -1, "DEFAULT_TTL": "x", "BOGUS": 1}) == [
+        "agentmemory.E001", "agentmemory.E003", "agentmemory.E004", "agentmemory.E008"
+    ]
+
+
+def test_manage_py_check_fails_on_a_bad_setting_and_passes_on_clean_ones() -> None:
+    with override_settings(AGENTMEMORY={"RECALL_MODE": "sometimes"}):
+        with pytest.raises(SystemCheckError, match=r"agentmemory\.E003"):
+            call_command("check")
+    with override_settings(AGENTMEMORY={}):
+        call_command("check")

@@ -1,0 +1,111 @@
+"""A recall costs the same number of queries however long the thread is.
+
+THE REQUIRED TEST: one recall on a thread of 50 entries and on one of 5,000 entries
+makes the same number of queries, for a recall that folds and for one that does not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+
+from agentmemory import services
+from agentmemory.models import MemoryEntry, Thread
+from tests import helpers
+from tests.helpers import add_turns, callable_settings, make_thread
+
+pytestmark = pytest.mark.django_db
+
+NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
+BIG = 100_000
+SIZES = (50, 5_000)
+
+
+def build(entries: int) -> Thread:
+    """A thread of ``entries`` rows (tool-using turns of 4), written in one batch."""
+    thread = make_thread()
+    add_turns(thread, entries // 4, now=NOW)
+    remainder = entries % 4
+    if remainder:
+        services.append(
+            thread,
+            [{"role": "user", "content": f"Extra note {n}."} for n in range(remainder)],
+            now=NOW,
+        )
+    assert MemoryEntry.objects.filter(thread=thread).count() == entries
+    return thread
+
+
+def queries_of(action: Callable[[], object]) -> tuple[int, object]:
+    with CaptureQueriesContext(connection) as captured:
+        result = action()
+    return len(captured.captured_queries), result
+
+
+def test_a_recall_that_folds_costs_the_same_on_50_and_5000_entries() -> None:
+    counts = []
+    for size in SIZES:
+        thread = build(size)
+        count, result = queries_of(lambda thread=thread: services.recall(thread, BIG, now=NOW))
+        assert isinstance(result, services.RecallResult)
+        assert result.folded_summary_id is not None, f"no fold on {size} entries"
+        counts.append(count)
+
+    assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
+    assert counts[0] <= 15
+
+
+def test_a_recall_that_does_not_fold_costs_the_same_on_50_and_5000_entries() -> None:
+    counts = []
+    for size in SIZES:
+        thread = build(size)
+        count, result = queries_of(
+            lambda thread=thread: services.recall(
+                thread, BIG, now=NOW, trigger_min_entries=10_000
+            )
+        )
+        assert isinstance(result, services.RecallResult)
+        assert result.folded_summary_id is None and len(result.messages) == 20
+        counts.append(count)
+
+    assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
+    assert counts[0] == 1  # the load; nothing else
+
+
+def test_a_recall_answered_by_a_latch_costs_the_same_on_50_and_5000_entries() -> None:
+    helpers.CALLS.clear()
+    counts = []
+    with override_settings(AGENTMEMORY=callable_settings("summarize_at_length")):
+        for size in SIZES:
+            thread = build(size)
+            assert services.recall(thread, BIG, now=NOW).decline == "not-smaller"
+            count, result = queries_of(
+                lambda thread=thread: services.recall(thread, BIG, now=NOW)
+            )
+            assert isinstance(result, services.RecallResult)
+            assert result.decline == "not-smaller" and len(result.messages) == 20
+            counts.append(count)
+
+    assert len(helpers.CALLS) == 2  # one per thread: the latch answered the second recalls
+    assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
+    assert counts[0] == 2  # the load and the latch
+
+
+def test_an_append_costs_the_same_on_50_and_5000_entries() -> None:
+    counts = []
+    for size in SIZES:
+        thread = build(size)
+        count, _ = queries_of(
+            lambda thread=thread: services.append(
+                thread, {"role": "user", "content": "One more question."}, now=NOW
+            )
+        )
+        assert Thread.objects.get(pk=thread.pk).last_position == size + 1
+        counts.append(count)
+
+    assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
