@@ -83,6 +83,12 @@ def compact(
         raise InvalidMessageError("messages must not be empty.", field="messages")
     if not isinstance(iteration, int) or isinstance(iteration, bool) or iteration < 0:
         raise InvalidMessageError("iteration must be a non-negative integer.", field="iteration")
+    if budget_tokens is not None and (
+        not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0
+    ):
+        raise InvalidMessageError(
+            "budget_tokens must be None or a non-negative integer.", field="budget_tokens"
+        )
     retain = resolve_retain(thread, retain)
     selection = (window or get_window()).select(originals, budget_tokens=budget_tokens)
     unchanged = [message.as_dict() for message in originals]

@@ -48,8 +48,13 @@ def summary_fingerprint(content: str) -> str:
 
 
 def span_fingerprint(messages: Sequence[WindowMessage]) -> str:
-    """The key of a span: role and content of each message, in order."""
-    payload = json.dumps([[message.role, message.content] for message in messages])
+    """The key of a span: every field of each message (tool calls included), in order.
+
+    It is the replay key (law 12) as well as the latch key, so two spans that differ
+    only in a tool call's arguments or ids must not share it: the second would be
+    handed the first one's summary and originals.
+    """
+    payload = json.dumps([message.as_dict() for message in messages], sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 

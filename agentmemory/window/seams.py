@@ -14,7 +14,7 @@ from typing import Any, Protocol, runtime_checkable
 from django.utils.module_loading import import_string
 
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.exceptions import AgentMemoryConfigurationError, InvalidMessageError
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
 
@@ -126,12 +126,22 @@ class TokenBudgetWindow:
     """Keep the newest messages that fit ``budget_tokens`` minus room for the summary."""
 
     def __init__(self, summary_reserve: int = 300) -> None:
+        if not isinstance(summary_reserve, int) or isinstance(summary_reserve, bool) or (
+            summary_reserve < 0
+        ):
+            raise AgentMemoryConfigurationError(
+                "TokenBudgetWindow needs SUMMARY_RESERVE, a non-negative number of tokens; "
+                f"got {summary_reserve!r}."
+            )
         self.summary_reserve = summary_reserve
 
     def select(self, messages: Sequence[WindowMessage], *, budget_tokens: int | None) -> Selection:
         head = pinned_head(messages)
         if budget_tokens is None:
-            raise ValueError("TokenBudgetWindow needs budget_tokens.")
+            raise InvalidMessageError(
+                "TokenBudgetWindow needs budget_tokens: the window's budget in tokens.",
+                field="budget_tokens",
+            )
         costs = [count_tokens(render_message(message)) for message in messages]
         if sum(costs) <= budget_tokens:
             return Selection(head=list(messages[:head]), drop=[], keep=list(messages[head:]))
@@ -147,9 +157,15 @@ class TokenBudgetWindow:
 def get_window() -> WindowSeam:
     """The seam ``AGENTMEMORY['WINDOW']`` names."""
     config = memory_settings.WINDOW
-    if not isinstance(config, dict) or "CLASS" not in config:
+    if not isinstance(config, dict) or not isinstance(config.get("CLASS"), str):
         raise AgentMemoryConfigurationError(
             "AGENTMEMORY['WINDOW'] must be a dict with CLASS (a dotted path) and OPTIONS."
+        )
+    raw_options = config.get("OPTIONS") or {}
+    if not isinstance(raw_options, dict) or not all(isinstance(k, str) for k in raw_options):
+        raise AgentMemoryConfigurationError(
+            f"AGENTMEMORY['WINDOW']['OPTIONS'] must be a dict of named options, got "
+            f"{raw_options!r}."
         )
     try:
         seam_class = import_string(config["CLASS"])
@@ -157,7 +173,7 @@ def get_window() -> WindowSeam:
         raise AgentMemoryConfigurationError(
             f"AGENTMEMORY['WINDOW']['CLASS'] = {config['CLASS']!r} cannot be imported: {exc}"
         ) from exc
-    options = {key.lower(): value for key, value in (config.get("OPTIONS") or {}).items()}
+    options = {key.lower(): value for key, value in raw_options.items()}
     try:
         seam = seam_class(**options)
     except TypeError as exc:
