@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.contrib.auth import get_user_model
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
+from django.urls import reverse
 
 from agentmemory.management.commands.agentmemory_demo import DEMO_CLIENT_KEY, DEMO_USERNAME
 from agentmemory.models import Thread
@@ -13,4 +14,10 @@ from agentmemory.models import Thread
 def home(request: HttpRequest) -> HttpResponse:
     owner = f"owner__{get_user_model().USERNAME_FIELD}"
     thread = Thread.objects.filter(client_key=DEMO_CLIENT_KEY, **{owner: DEMO_USERNAME}).first()
-    return render(request, "home.html", {"thread": thread, "demo_username": DEMO_USERNAME})
+    api = (
+        reverse("agentmemory-api:summary-list", args=[thread.pk])
+        if thread is not None
+        else reverse("agentmemory-api:thread-list")
+    )
+    context = {"thread": thread, "demo_username": DEMO_USERNAME, "api_url": api}
+    return render(request, "home.html", context)

@@ -207,3 +207,4 @@ def test_front_page_links_to_the_admin_and_the_demo_thread() -> None:
     assert response.status_code == 200
     assert 'href="/admin/"' in body
     assert f'href="/admin/agentmemory/thread/{demo_thread().pk}/change/"' in body
+    assert f'href="/api/memory/threads/{demo_thread().pk}/summaries/"' in body

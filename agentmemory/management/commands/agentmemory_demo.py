@@ -14,7 +14,7 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count, Sum
-from django.urls import reverse
+from django.urls import NoReverseMatch, reverse
 
 from agentmemory import services
 from agentmemory.conf import memory_settings
@@ -183,6 +183,12 @@ class Command(BaseCommand):
                 f"?thread__id__exact={thread.pk}",
             ),
         ]
+        try:
+            api = reverse("agentmemory-api:summary-list", args=[thread.pk])
+        except NoReverseMatch:
+            pass  # the project does not mount agentmemory.api.urls
+        else:
+            links.append(("api", api))
         out = self.stdout.write
         out("")
         out(self.style.MIGRATE_HEADING("Where to look"))
