@@ -198,8 +198,8 @@ def recall(
     loaded = load_recent(thread, config, now)
     outcome = _summarize_stage(thread, loaded, config)
     if outcome.summary is not None and outcome.plan is not None:
-        # The span is always the oldest part of what was loaded.
-        loaded = [outcome.summary, *outcome.plan.kept]
+        # The span is a contiguous stretch of what was loaded; the summary takes its place.
+        loaded = [*outcome.plan.before, outcome.summary, *outcome.plan.kept]
     if config.decay is not None:
         loaded = filter_by_decay(loaded, now, config.decay)
     picked, budget_decline = pick_by_budget(loaded, budget_tokens, config)

@@ -37,10 +37,14 @@ DEFAULT_INSTRUCTION = "\n".join(
 class MessageLike(Protocol):
     """What rendering needs of a message; a MemoryEntry and a window message both fit."""
 
-    role: str
-    content: str
-    tool_calls: Any
-    tool_name: str
+    @property
+    def role(self) -> str: ...
+    @property
+    def content(self) -> str: ...
+    @property
+    def tool_calls(self) -> Any: ...
+    @property
+    def tool_name(self) -> str: ...
 
 
 def render_tool_call(call: dict[str, Any]) -> str:
@@ -50,8 +54,16 @@ def render_tool_call(call: dict[str, Any]) -> str:
     return f"{call.get('name', 'unknown')}({arguments})"
 
 
+def _as_data(content: str) -> str:
+    """Content can never end the transcript or pass for another message: the delimiters
+    are defused, and continuation lines are indented under their message."""
+    for marker in (TRANSCRIPT_OPEN, TRANSCRIPT_CLOSE):
+        content = content.replace(marker, marker.replace("<<<", "<<").replace(">>>", ">>"))
+    return content.replace("\n", "\n  ")
+
+
 def render_message(message: MessageLike) -> str:
-    """One line per message: roles labelled, tool calls as ``name(args)``, never merged."""
+    """One message: its role labelled, tool calls as ``name(args)``, never merged."""
     calls = [render_tool_call(call) for call in (message.tool_calls or [])]
     if message.role == "tool":
         head = f"tool_result[{message.tool_name or 'unknown'}]"
@@ -59,7 +71,7 @@ def render_message(message: MessageLike) -> str:
         head = f"assistant (calls: {', '.join(calls)})"
     else:
         head = message.role
-    return f"{head}: {message.content}"
+    return f"{head}: {_as_data(message.content)}"
 
 
 def render_transcript(messages: Sequence[MessageLike]) -> str:

@@ -41,6 +41,10 @@ ALREADY_FOLDED = "already-folded"
 
 @dataclass(frozen=True)
 class FoldPlan:
+    """``before``: a partial turn at the far edge of the load, left alone; ``span``: folded;
+    ``kept``: the verbatim tail."""
+
+    before: list[MemoryEntry]
     span: list[MemoryEntry]
     kept: list[MemoryEntry]
     from_turn: int
@@ -92,15 +96,26 @@ def plan_fold(loaded: list[MemoryEntry], config: RecallConfig) -> FoldPlan | Non
     while cut > 0 and loaded[cut - 1].turn == seam_turn:
         cut -= 1
     cut = _keep_tool_calls_with_results(loaded, cut)
-    if cut < config.effective_min_fold:
+    start = _first_whole_turn(loaded, cut)
+    if cut - start < config.effective_min_fold:
         return None
-    span = loaded[:cut]
+    span = loaded[start:cut]
     return FoldPlan(
+        before=loaded[:start],
         span=span,
         kept=loaded[cut:],
         from_turn=min(_first_turn(entry) for entry in span),
         to_turn=max(entry.turn for entry in span),
     )
+
+
+def _first_whole_turn(loaded: list[MemoryEntry], cut: int) -> int:
+    """Where the first whole turn starts: the load's far edge may cut a turn (and a tool
+    call from its results) in two, and half a turn is never folded."""
+    for index in range(cut):
+        if loaded[index].is_summary or loaded[index].role == Role.USER:
+            return index
+    return cut
 
 
 def _keep_tool_calls_with_results(loaded: list[MemoryEntry], cut: int) -> int:
@@ -139,6 +154,11 @@ def fold_span(
     span_key = plan.span_key
     if FoldLatch.objects.filter(thread=thread, purpose=purpose, span_key=span_key).exists():
         return _decline(thread, summarizer, NOT_SMALLER, latched=True)
+    if MemoryEntry.objects.filter(thread=thread, summary_key=plan.key).exists():
+        # The write-back could only hit the unique key: a call now is paid for nothing,
+        # and on every later recall too (a span starting in a partly loaded turn can
+        # repeat the turns of the summary it contains).
+        return _decline(thread, summarizer, ALREADY_FOLDED)
 
     started = time.monotonic()
     try:
