@@ -53,8 +53,19 @@ class StrictModelSerializer(serializers.ModelSerializer):
 # ---------------------------------------------------------------- threads
 
 
+class SecondsField(serializers.IntegerField):
+    """A duration as whole seconds on the wire; validated as an integer first."""
+
+    def run_validation(self, data: Any = serializers.empty) -> Any:
+        value = super().run_validation(data)
+        return None if value is None else timedelta(seconds=value)
+
+    def to_representation(self, value: timedelta) -> int:
+        return int(value.total_seconds())
+
+
 class ThreadSerializer(StrictModelSerializer):
-    ttl_seconds = serializers.IntegerField(
+    ttl_seconds = SecondsField(
         source="ttl", required=False, allow_null=True, min_value=1, max_value=MAX_INT,
         help_text="How long written entries live, in seconds; null: the project default.",
     )
@@ -68,17 +79,6 @@ class ThreadSerializer(StrictModelSerializer):
         read_only_fields = ["id", "last_turn", "created_at", "updated_at"]
         # The owner-scoped uniqueness is checked in validate_client_key.
         validators: list[Any] = []
-
-    def to_representation(self, instance: Thread) -> dict[str, Any]:
-        data = super().to_representation(instance)
-        data["ttl_seconds"] = int(instance.ttl.total_seconds()) if instance.ttl else None
-        return data
-
-    def to_internal_value(self, data: Any) -> Any:
-        values = super().to_internal_value(data)
-        if values.get("ttl") is not None:
-            values["ttl"] = timedelta(seconds=values["ttl"])
-        return values
 
     def validate_metadata(self, value: Any) -> Any:
         if not isinstance(value, dict):
