@@ -161,13 +161,21 @@ def test_deleting_an_original_in_the_admin_erases_its_summaries(
     ).first()
     assert summary is not None
     original = next(entry for entry in services.expand(summary, recursive=True))
+    derived = services.derived_summaries([original])
+    others = set(
+        MemoryEntry.objects.filter(thread=demo_thread(), kind=EntryKind.SUMMARY)
+        .exclude(pk__in=derived)
+        .values_list("pk", flat=True)
+    )
     url = reverse("admin:agentmemory_memoryentry_delete", args=[original.pk])
 
     response = admin_client_with_demo.post(url, {"post": "yes"})
 
     assert response.status_code == 302
-    assert not MemoryEntry.objects.filter(pk__in=[original.pk, summary.pk]).exists()
-    assert not MemoryEntry.objects.filter(thread=demo_thread(), kind=EntryKind.SUMMARY).exists()
+    assert summary.pk in derived
+    assert not MemoryEntry.objects.filter(pk__in=[original.pk, *derived]).exists()
+    remaining = MemoryEntry.objects.filter(thread=demo_thread(), kind=EntryKind.SUMMARY)
+    assert set(remaining.values_list("pk", flat=True)) == others
 
 
 def test_records_are_read_only_in_the_admin(admin_client_with_demo: Client) -> None:

@@ -602,8 +602,24 @@ def test_offline_max_lines_and_max_words() -> None:
     assert result.text.splitlines()[:3] == [
         "- the user asked: Could you check",
         "- the user asked: Could you check",
-        "- and 3 more requests",
+        "- and 3 earlier requests",
     ]
+
+
+def test_offline_carries_a_folded_summary_forward() -> None:
+    """A span that contains an earlier summary keeps that summary's requests and tools."""
+    first = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
+    earlier = Message("system", f"[summary of earlier turns 1-3: ...]\n{first.text}")
+    later = Message("user", "Now cancel order 9001. It was a mistake.")
+
+    result = offline().summarize([earlier, later], instruction=DEFAULT_INSTRUCTION)
+
+    carried = [line for line in first.text.splitlines() if line.startswith("- the user asked")]
+    lines = result.text.splitlines()
+    assert lines[: len(carried)] == carried
+    assert "- the user asked: Now cancel order 9001." in lines
+    tools_line = next(line for line in first.text.splitlines() if line.startswith("- tools"))
+    assert tools_line in lines
 
 
 def test_offline_with_nothing_to_keep() -> None:

@@ -12,6 +12,9 @@ _CALLS_HEAD = "assistant (calls: "
 _CALL_START = re.compile(r"(?P<name>[\w.-]+)\(")
 _OPENERS, _CLOSERS = "([{", ")]}"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_CARRIED_ASK = "  - the user asked: "
+_CARRIED_TOOLS = "  - tools called: "
+_CARRIED_MORE = re.compile(r"^  - and (?P<count>\d+) (?:earlier|more) requests$")
 
 
 class OfflineSummarizer(BaseSummarizer):
@@ -30,19 +33,31 @@ class OfflineSummarizer(BaseSummarizer):
         max_lines = int(self.options.get("MAX_LINES", 8))
         asks: list[str] = []
         tools: list[str] = []
+        more = 0
         for line in transcript.splitlines():
             if line in (TRANSCRIPT_OPEN, TRANSCRIPT_CLOSE):
                 continue
-            if line.startswith("user: "):
+            # An earlier summary in the span: carry its lines forward, not just its label.
+            if line.startswith(_CARRIED_ASK):
+                asks.append(line.removeprefix(_CARRIED_ASK))
+            elif line.startswith(_CARRIED_TOOLS):
+                tools.extend(t for t in line.removeprefix(_CARRIED_TOOLS).split(", ")
+                             if t not in tools)
+            elif match := _CARRIED_MORE.match(line):
+                more += int(match["count"])
+            elif line.startswith("user: "):
                 first = _SENTENCE_END.split(line.removeprefix("user: ").strip(), maxsplit=1)[0]
                 asks.append(" ".join(first.split()[:max_words]))
             elif line.startswith(_CALLS_HEAD):
                 for name in called_tools(line):
                     if name not in tools:
                         tools.append(name)
-        lines = [f"- the user asked: {ask}" for ask in asks[:max_lines]]
-        if len(asks) > max_lines:
-            lines.append(f"- and {len(asks) - max_lines} more requests")
+        # The newest requests matter most to an agent that goes on working.
+        shown = asks[-max_lines:]
+        more += len(asks) - len(shown)
+        lines = [f"- the user asked: {ask}" for ask in shown]
+        if more:
+            lines.append(f"- and {more} earlier requests")
         if tools:
             lines.append(f"- tools called: {', '.join(tools)}")
         text = "\n".join(lines) or "- nothing of substance was said"
