@@ -46,6 +46,19 @@ def summarize_blank(messages: list[dict[str, str]]) -> str:
     return "  \n "
 
 
+#: Set ``RACE["thread"]`` and the next call of :func:`summarize_while_another_folds`
+#: lets another fold of the same thread finish while it is still "in flight".
+RACE: dict[str, Any] = {}
+
+
+def summarize_while_another_folds(messages: list[dict[str, str]]) -> str:
+    CALLS.append(messages)
+    thread = RACE.pop("thread", None)
+    if thread is not None:
+        services.fold(thread, **RACE.pop("overrides", {}))
+    return SHORT_SUMMARY
+
+
 class SummarizerDown(RuntimeError):
     """What a broken provider looks like to the callable backend."""
 
