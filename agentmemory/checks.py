@@ -119,7 +119,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     ttl = get("DEFAULT_TTL")
     if ttl is not None and not (
         isinstance(ttl, timedelta) and ttl > timedelta(0)
-        or _is_int(ttl) and ttl > 0
+        or isinstance(ttl, int | float) and not isinstance(ttl, bool) and ttl > 0
     ):
         error("DEFAULT_TTL", f"is {ttl!r}.",
               "Use None (keep forever), a positive number of seconds or a timedelta.", "E008")

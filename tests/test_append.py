@@ -119,7 +119,7 @@ def test_tier_and_expiry_follow_the_thread_policy() -> None:
     assert all(row.expires_at == NOW + timedelta(hours=2) for row in stored.values())
 
 
-@pytest.mark.parametrize("default_ttl", [3600, timedelta(hours=1)])
+@pytest.mark.parametrize("default_ttl", [3600, 3600.0, timedelta(hours=1)])
 def test_expiry_and_tier_fall_back_to_settings(default_ttl: Any) -> None:
     thread = make_thread()
     with override_settings(AGENTMEMORY={"DEFAULT_TTL": default_ttl, "WRITE_TIER": "cold"}):

@@ -40,8 +40,9 @@ def ids(value: Any) -> list[str]:
             },
         },
         {"DEFAULT_TTL": 86400},
+        {"DEFAULT_TTL": 3600.5},
     ],
-    ids=["empty", "everything-set", "ttl-in-seconds"],
+    ids=["empty", "everything-set", "ttl-in-seconds", "ttl-in-fractional-seconds"],
 )
 def test_clean_settings_give_no_agentmemory_message(value: dict[str, Any]) -> None:
     assert agentmemory_messages(value) == []
@@ -102,6 +103,8 @@ def test_an_unusable_summarizer_is_e002(summarizer: dict[str, Any]) -> None:
         ({"DEFAULT_TTL": -5}, "agentmemory.E008", "DEFAULT_TTL"),
         ({"DEFAULT_TTL": timedelta(0)}, "agentmemory.E008", "DEFAULT_TTL"),
         ({"DEFAULT_TTL": "30 days"}, "agentmemory.E008", "DEFAULT_TTL"),
+        ({"DEFAULT_TTL": True}, "agentmemory.E008", "DEFAULT_TTL"),
+        ({"DEFAULT_TTL": -0.5}, "agentmemory.E008", "DEFAULT_TTL"),
     ],
 )
 def test_a_bad_value_is_reported_under_its_id(
