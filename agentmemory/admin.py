@@ -1,41 +1,82 @@
 """The admin: threads, entries, summaries, folded spans and the usage ledger.
 
-Records are read-only here. Entries are written by ``services.append`` and folding
-(law 1: originals stay byte-identical), so only an entry's tier and metadata are
-editable, and deleting goes through the erasure services so no summary outlives an
-original it covers (law 7).
+Staff answer two questions here: what did the agent see, and what does this summary
+stand for. Records are read-only; entries are written by ``services.append`` and by
+folding (law 1), so only an entry's tier and metadata are editable, and deleting goes
+through the erasure services (law 7). Originals hidden by a summary are shown only to
+users with ``agentmemory.expand_summary``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet
-from django.http import HttpRequest
-from django.urls import reverse
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Paginator
+from django.db.models import QuerySet, Value
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from django.template.response import TemplateResponse
+from django.urls import URLPattern, path, reverse
+from django.utils import timezone
 from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from agentmemory import services
 from agentmemory.models import (
+    EntryKind,
     FoldedSpan,
     FoldLatch,
     MemoryEntry,
     SummarizerCall,
+    Summary,
     SummaryCoverage,
     Thread,
 )
+from agentmemory.window.compact import expand_span
+
+EXPAND_PERMISSION = "agentmemory.expand_summary"
+TIMELINE_PAGE_SIZE = 200
 
 
-def _entries_url(**filters: Any) -> str:
-    query = "&".join(f"{key}={value}" for key, value in filters.items())
-    return f"{reverse('admin:agentmemory_memoryentry_changelist')}?{query}"
+def can_expand(request: HttpRequest) -> bool:
+    return bool(request.user.has_perm(EXPAND_PERMISSION))
+
+
+def require_expand(request: HttpRequest) -> None:
+    if not can_expand(request):
+        raise PermissionDenied("Expanding a summary needs agentmemory.expand_summary.")
+
+
+def split_summary(content: str) -> tuple[str, str]:
+    """The authored label (first line) and the model's text, shown apart."""
+    label, _, text = content.partition("\n")
+    return label, text
+
+
+@admin.display(description="covered by", ordering="covered_by")
+def covered_by_link(obj: MemoryEntry) -> str:
+    """The covering summary's id, read from the row itself: no query per row."""
+    if obj.covered_by_id is None:
+        return "-"
+    return format_html(
+        '<a href="{}">#{}</a>',
+        reverse("admin:agentmemory_summary_change", args=[obj.covered_by_id]),
+        obj.covered_by_id,
+    )
+
+
+def entry_url(entry: MemoryEntry) -> str:
+    if entry.is_summary:
+        return reverse("admin:agentmemory_summary_expand", args=[entry.pk])
+    return reverse("admin:agentmemory_memoryentry_change", args=[entry.pk])
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """A record: viewable and deletable, never written from the admin."""
+    """A record: viewable, never written from the admin."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -44,38 +85,22 @@ class ReadOnlyAdmin(admin.ModelAdmin):
         return False
 
 
-@admin.register(Thread)
-class ThreadAdmin(admin.ModelAdmin):
-    list_display = (
-        "id", "__str__", "owner", "client_key", "last_turn", "entries_link", "updated_at",
-    )
-    list_display_links = ("id", "__str__")
-    list_filter = ("write_tier", "window_retain", "created_at")
-    search_fields = ("title", "client_key", f"owner__{get_user_model().USERNAME_FIELD}")
-    list_select_related = ("owner",)
-    raw_id_fields = ("owner",)
-    readonly_fields = ("last_position", "last_turn", "created_at", "updated_at", "entries_link")
-    fields = (
-        "owner", "client_key", "title", "metadata", "ttl", "write_tier", "window_retain",
-        "entries_link", "last_turn", "last_position", "created_at", "updated_at",
-    )
+class ExpiredFilter(admin.SimpleListFilter):
+    title = "expiry"
+    parameter_name = "expired"
 
-    @admin.display(description="entries")
-    def entries_link(self, obj: Thread) -> str:
-        if obj.pk is None:
-            return "-"
-        return format_html(
-            '<a href="{}">entries</a> / <a href="{}">summaries</a>',
-            _entries_url(thread__id__exact=obj.pk),
-            _entries_url(thread__id__exact=obj.pk, kind__exact="summary"),
-        )
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "expired"), ("no", "live"), ("never", "never expires")]
 
-    def delete_model(self, request: HttpRequest, obj: Thread) -> None:
-        services.erase_thread(obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
-        for thread in queryset:
-            services.erase_thread(thread)
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        now = timezone.now()
+        if self.value() == "yes":
+            return queryset.filter(expires_at__lte=now)
+        if self.value() == "no":
+            return queryset.exclude(expires_at__lte=now)
+        if self.value() == "never":
+            return queryset.filter(expires_at__isnull=True)
+        return queryset
 
 
 class CoveredFilter(admin.SimpleListFilter):
@@ -89,6 +114,167 @@ class CoveredFilter(admin.SimpleListFilter):
         if self.value() in ("yes", "no"):
             return queryset.filter(covered_by__isnull=self.value() == "no")
         return queryset
+
+
+# ---------------------------------------------------------------- threads
+
+
+@admin.register(Thread)
+class ThreadAdmin(admin.ModelAdmin):
+    list_display = (
+        "id", "__str__", "owner", "client_key", "last_turn", "ttl", "timeline_link",
+        "updated_at",
+    )
+    list_display_links = ("id", "__str__")
+    list_filter = ("write_tier", "window_retain", "created_at")
+    search_fields = ("title", "client_key", f"owner__{get_user_model().USERNAME_FIELD}")
+    list_select_related = ("owner",)
+    raw_id_fields = ("owner",)
+    date_hierarchy = "created_at"
+    readonly_fields = ("last_position", "last_turn", "created_at", "updated_at", "timeline_link")
+    fields = (
+        "owner", "client_key", "title", "metadata", "ttl", "write_tier", "window_retain",
+        "timeline_link", "last_turn", "last_position", "created_at", "updated_at",
+    )
+    actions = ["fold_now", "purge_expired"]
+
+    @admin.display(description="timeline")
+    def timeline_link(self, obj: Thread) -> str:
+        if obj.pk is None:
+            return "-"
+        return format_html(
+            '<a href="{}">timeline</a>',
+            reverse("admin:agentmemory_thread_timeline", args=[obj.pk]),
+        )
+
+    def get_urls(self) -> list[URLPattern]:
+        timeline = path(
+            "<int:thread_id>/timeline/",
+            self.admin_site.admin_view(self.timeline_view),
+            name="agentmemory_thread_timeline",
+        )
+        return [timeline, *super().get_urls()]
+
+    def timeline_view(self, request: HttpRequest, thread_id: int) -> HttpResponse:
+        """The thread in order: every entry and summary, and which summary hides what."""
+        thread = get_object_or_404(Thread.objects.select_related("owner"), pk=thread_id)
+        if not self.has_view_permission(request, thread):
+            raise PermissionDenied
+        entries = (
+            MemoryEntry.objects.filter(thread=thread)
+            .select_related("coverage")
+            .order_by("position", "kind", "id")
+        )
+        page = Paginator(entries, TIMELINE_PAGE_SIZE).get_page(request.GET.get("page"))
+        rows = [
+            {
+                "entry": entry,
+                "url": entry_url(entry),
+                "label_text": split_summary(entry.content) if entry.is_summary else None,
+                "hidden": entry.covered_by_id is not None,
+            }
+            for entry in page
+        ]
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Timeline of {thread}",
+            "opts": self.model._meta,
+            "thread": thread,
+            "page": page,
+            "rows": rows,
+            "can_expand": can_expand(request),
+            "now": timezone.now(),
+        }
+        return TemplateResponse(request, "agentmemory/admin/thread_timeline.html", context)
+
+    @admin.action(description="Fold now (enqueue the fold; runs inline under eager Celery)")
+    def fold_now(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        sent = [thread.pk for thread in queryset if services.enqueue_fold(thread.pk)]
+        failed = queryset.count() - len(sent)
+        self.message_user(request, f"Fold enqueued for {len(sent)} thread(s).", messages.SUCCESS)
+        if failed:
+            self.message_user(
+                request,
+                f"{failed} fold(s) could not be enqueued (broker unreachable); the sweep "
+                "task will enqueue them.",
+                messages.WARNING,
+            )
+
+    @admin.action(description="Purge expired entries, summaries and spans")
+    def purge_expired(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        result = services.purge_expired(thread_ids=queryset.values_list("pk", flat=True))
+        self.message_user(
+            request,
+            f"Purged {result.entries} expired entries and {result.spans} spans in "
+            f"{result.batches} batch(es).",
+            messages.SUCCESS,
+        )
+
+    def delete_model(self, request: HttpRequest, obj: Thread) -> None:
+        services.erase_thread(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        for thread in queryset:
+            services.erase_thread(thread)
+
+
+# ---------------------------------------------------------------- entries
+
+
+@admin.register(MemoryEntry)
+class MemoryEntryAdmin(admin.ModelAdmin):
+    list_display = (
+        "id", "thread", "turn", "role", "kind", "short_content", "token_count", "tier",
+        covered_by_link, "expires_at",
+    )
+    list_filter = ("kind", "role", "tier", CoveredFilter, ExpiredFilter)
+    search_fields = ("content", "summary_key", "tool_name", "tool_call_id", "thread__client_key")
+    list_select_related = ("thread",)
+    raw_id_fields = ("thread",)
+    date_hierarchy = "created_at"
+    ordering = ("-thread_id", "position", "id")
+    fields = (
+        "thread", "kind", "summary_key", "role", "turn", "position", "shown_content",
+        "tool_calls", "tool_name", "tool_call_id", "token_count", "tier", "created_at",
+        "expires_at", "covered_by", "metadata",
+    )
+    readonly_fields = tuple(name for name in fields if name not in ("tier", "metadata"))
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MemoryEntry]:
+        # The permission rides on each row: one check per request, and no state on this
+        # ModelAdmin, which every request shares.
+        return super().get_queryset(request).annotate(expandable=Value(can_expand(request)))
+
+    def _hidden(self, obj: MemoryEntry) -> bool:
+        return obj.covered_by_id is not None and not getattr(obj, "expandable", False)
+
+    @admin.display(description="content")
+    def short_content(self, obj: MemoryEntry) -> str:
+        if self._hidden(obj):
+            return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
+        if obj.tool_calls and not obj.content:
+            names = ", ".join(call.get("name", "?") for call in obj.tool_calls)
+            return f"(calls {names})"
+        return Truncator(obj.content).chars(90)
+
+    @admin.display(description="content")
+    def shown_content(self, obj: MemoryEntry) -> str:
+        if self._hidden(obj):
+            return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
+        return obj.content
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False  # entries are written by services.append, which numbers and counts them
+
+    def delete_model(self, request: HttpRequest, obj: MemoryEntry) -> None:
+        services.erase_entry(obj)
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[MemoryEntry]) -> None:
+        for entry in queryset:
+            services.erase_entry(entry)
+
+
+# ---------------------------------------------------------------- summaries
 
 
 class SummaryCoverageInline(admin.StackedInline):
@@ -107,89 +293,173 @@ class SummaryCoverageInline(admin.StackedInline):
         return False
 
 
-@admin.register(MemoryEntry)
-class MemoryEntryAdmin(admin.ModelAdmin):
+@admin.register(Summary)
+class SummaryAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "thread", "turn", "role", "kind", "short_content", "token_count", "tier",
-        "covered_by", "created_at",
+        "id", "summary_key", "thread", "turns", "entry_count", "span_tokens", "token_count",
+        "model", "expires_at", covered_by_link, "expand_link",
     )
-    list_filter = ("kind", "role", "tier", CoveredFilter)
-    search_fields = ("content", "summary_key", "tool_name", "tool_call_id")
-    list_select_related = ("thread", "covered_by")
-    ordering = ("-thread_id", "position", "id")
-    fields = (
-        "thread", "kind", "summary_key", "role", "turn", "position", "content", "tool_calls",
-        "tool_name", "tool_call_id", "token_count", "tier", "created_at", "expires_at",
-        "covered_by", "covered_entries_link", "metadata",
-    )
-    readonly_fields = tuple(
-        name for name in fields if name not in ("tier", "metadata")
-    )
+    list_filter = ("coverage__model", "tier", ExpiredFilter, CoveredFilter)
+    search_fields = ("content", "summary_key", "thread__client_key", "thread__title")
+    list_select_related = ("thread", "coverage")
+    date_hierarchy = "created_at"
+    inlines = [SummaryCoverageInline]
+    fields = ("thread", "summary_key", "content", "turn", "tier", "token_count", "expires_at",
+              "covered_by", "expand_link")
+    readonly_fields = fields
+    actions = ["unfold"]
 
-    @admin.display(description="content")
-    def short_content(self, obj: MemoryEntry) -> str:
-        if obj.tool_calls and not obj.content:
-            names = ", ".join(call.get("name", "?") for call in obj.tool_calls)
-            return f"(calls {names})"
-        return Truncator(obj.content).chars(90)
+    @admin.display(description="turns")
+    def turns(self, obj: Summary) -> str:
+        return f"{obj.coverage.from_turn}-{obj.coverage.to_turn}"
 
-    @admin.display(description="covers")
-    def covered_entries_link(self, obj: MemoryEntry) -> str:
-        if not obj.is_summary:
-            return "-"
+    @admin.display(description="entries")
+    def entry_count(self, obj: Summary) -> int:
+        return obj.coverage.entry_count
+
+    @admin.display(description="span tokens")
+    def span_tokens(self, obj: Summary) -> int:
+        return obj.coverage.span_tokens
+
+    @admin.display(description="model", ordering="coverage__model")
+    def model(self, obj: Summary) -> str:
+        return obj.coverage.model
+
+    @admin.display(description="originals")
+    def expand_link(self, obj: Summary) -> str:
         return format_html(
-            '<a href="{}">the entries this summary covers</a>',
-            _entries_url(covered_by__id__exact=obj.pk),
+            '<a href="{}">expand</a>', reverse("admin:agentmemory_summary_expand", args=[obj.pk])
         )
 
-    def get_inlines(self, request: HttpRequest, obj: MemoryEntry | None) -> list[Any]:
-        return [SummaryCoverageInline] if obj is not None and obj.is_summary else []
-
-    def has_add_permission(self, request: HttpRequest) -> bool:
-        return False  # entries are written by services.append, which numbers and counts them
-
-    def delete_model(self, request: HttpRequest, obj: MemoryEntry) -> None:
-        services.erase_entry(obj)
-
-    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[MemoryEntry]) -> None:
-        for entry in queryset:
-            services.erase_entry(entry)
-
-
-@admin.register(SummaryCoverage)
-class SummaryCoverageAdmin(ReadOnlyAdmin):
-    list_display = (
-        "summary", "thread", "from_turn", "to_turn", "entry_count", "span_tokens", "model",
-        "prompt_tokens", "completion_tokens", "summarized_at",
-    )
-    list_filter = ("model", "summarized_at")
-    search_fields = ("summary__summary_key", "summary__content", "model")
-    list_select_related = ("summary__thread",)
-
-    @admin.display(description="thread", ordering="summary__thread")
-    def thread(self, obj: SummaryCoverage) -> Thread:
-        return obj.summary.thread
-
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # unfold by deleting the summary entry itself
+        return False  # unfold is the action, with its own confirmation page
+
+    def get_actions(self, request: HttpRequest) -> dict[str, Any]:
+        actions = super().get_actions(request)
+        if not request.user.has_perm("agentmemory.delete_memoryentry"):
+            actions.pop("unfold", None)
+        return actions
+
+    def get_urls(self) -> list[URLPattern]:
+        expand = path(
+            "<int:summary_id>/expand/",
+            self.admin_site.admin_view(self.expand_view),
+            name="agentmemory_summary_expand",
+        )
+        return [expand, *super().get_urls()]
+
+    def expand_view(self, request: HttpRequest, summary_id: int) -> HttpResponse:
+        """The summary beside the exact originals it covers, nested summaries expandable."""
+        require_expand(request)
+        summary = get_object_or_404(
+            Summary.objects.select_related("coverage", "thread"), pk=summary_id
+        )
+        originals = services.expand(summary)
+        nested = {
+            entry.pk: services.expand(entry, recursive=True)
+            for entry in originals
+            if entry.is_summary
+        }
+        label, text = split_summary(summary.content)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Summary {summary.summary_key}",
+            "opts": self.model._meta,
+            "summary": summary,
+            "coverage": summary.coverage,
+            "label": label,
+            "model_text": text,
+            "rows": [
+                {
+                    "entry": entry,
+                    "url": entry_url(entry),
+                    "label_text": split_summary(entry.content) if entry.is_summary else None,
+                    "nested": nested.get(entry.pk),
+                }
+                for entry in originals
+            ],
+        }
+        return TemplateResponse(request, "agentmemory/admin/summary_expand.html", context)
+
+    @admin.action(description="Unfold: delete the selected summaries (originals stay)")
+    def unfold(self, request: HttpRequest, queryset: QuerySet[Summary]) -> HttpResponse | None:
+        if request.POST.get("confirm") == "yes":
+            deleted = sum(services.unfold(summary) for summary in queryset.filter(
+                kind=EntryKind.SUMMARY))
+            self.message_user(
+                request,
+                f"Unfolded {deleted} summary row(s); their originals are recalled verbatim.",
+                messages.SUCCESS,
+            )
+            return None
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Unfold summaries?",
+            "opts": self.model._meta,
+            "summaries": queryset.select_related("coverage", "thread"),
+            "action_checkbox_name": ACTION_CHECKBOX_NAME,
+        }
+        return TemplateResponse(request, "agentmemory/admin/unfold_confirmation.html", context)
+
+
+# ---------------------------------------------------------------- folded spans and records
 
 
 @admin.register(FoldedSpan)
 class FoldedSpanAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "thread", "message_count", "iteration", "model", "retain", "created_at",
-        "expires_at",
+        "id", "thread", "message_count", "iteration", "model", "retain", "prompt_tokens",
+        "completion_tokens", "created_at", "expires_at", "expand_link",
     )
-    list_filter = ("retain", "model", "created_at")
-    search_fields = ("fingerprint", "span_fingerprint", "content")
+    list_filter = ("retain", "model", ExpiredFilter)
+    search_fields = ("fingerprint", "span_fingerprint", "content", "thread__client_key")
     list_select_related = ("thread",)
+    date_hierarchy = "created_at"
+    exclude = ("messages", "nested_spans")
+    readonly_fields = ("expand_link",)
+
+    @admin.display(description="originals")
+    def expand_link(self, obj: FoldedSpan) -> str:
+        return format_html(
+            '<a href="{}">expand</a>',
+            reverse("admin:agentmemory_foldedspan_expand", args=[obj.pk]),
+        )
+
+    def get_urls(self) -> list[URLPattern]:
+        expand = path(
+            "<int:span_id>/expand/",
+            self.admin_site.admin_view(self.expand_view),
+            name="agentmemory_foldedspan_expand",
+        )
+        return [expand, *super().get_urls()]
+
+    def expand_view(self, request: HttpRequest, span_id: int) -> HttpResponse:
+        """The window summary message beside its retained originals, or a plain "not kept"."""
+        require_expand(request)
+        span = get_object_or_404(
+            FoldedSpan.objects.select_related("thread").prefetch_related("nested_spans"),
+            pk=span_id,
+        )
+        label, text = split_summary(span.content)
+        context = {
+            **self.admin_site.each_context(request),
+            "title": f"Folded span #{span.pk}",
+            "opts": self.model._meta,
+            "span": span,
+            "label": label,
+            "model_text": text,
+            "retained": span.messages is not None,
+            "messages_shown": span.messages or [],
+            "expanded": expand_span(span, recursive=True) if span.nested_spans.all() else None,
+        }
+        return TemplateResponse(request, "agentmemory/admin/span_expand.html", context)
 
 
 @admin.register(FoldLatch)
 class FoldLatchAdmin(ReadOnlyAdmin):
     list_display = ("id", "thread", "purpose", "reason", "entry_count", "model", "created_at")
     list_filter = ("purpose", "reason", "model")
-    search_fields = ("span_key", "model")
+    search_fields = ("span_key", "model", "thread__client_key")
     list_select_related = ("thread",)
 
 
@@ -197,9 +467,9 @@ class FoldLatchAdmin(ReadOnlyAdmin):
 class SummarizerCallAdmin(ReadOnlyAdmin):
     list_display = (
         "created_at", "thread", "purpose", "model", "outcome", "entry_count", "attempt",
-        "prompt_tokens", "completion_tokens", "duration_ms", "error_class", "summary",
+        "prompt_tokens", "completion_tokens", "duration_ms", "error_class", "summary_id",
     )
     list_filter = ("outcome", "purpose", "model", "backend")
-    search_fields = ("model", "backend", "error_class", "span_key")
-    list_select_related = ("thread", "summary")
+    search_fields = ("model", "backend", "error_class", "span_key", "thread__client_key")
+    list_select_related = ("thread",)
     date_hierarchy = "created_at"

@@ -197,6 +197,22 @@ class MemoryEntry(models.Model):
         return self.kind == EntryKind.SUMMARY
 
 
+class SummaryManager(models.Manager.from_queryset(MemoryEntryQuerySet)):  # type: ignore[misc]
+    def get_queryset(self) -> MemoryEntryQuerySet:
+        return super().get_queryset().filter(kind=EntryKind.SUMMARY)
+
+
+class Summary(MemoryEntry):
+    """Summaries only: the same rows as MemoryEntry, for their own admin pages."""
+
+    objects = SummaryManager()
+
+    class Meta:
+        proxy = True
+        verbose_name = "summary"
+        verbose_name_plural = "summaries"
+
+
 class SummaryCoverage(models.Model):
     """What one summary stands for. The covered rows point back through ``covered_by``."""
 

@@ -429,7 +429,11 @@ class PurgeResult:
 
 
 def purge_expired(
-    *, now: datetime | None = None, batch_size: int | None = None, max_batches: int | None = None
+    *,
+    now: datetime | None = None,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    thread_ids: Iterable[int] | None = None,
 ) -> PurgeResult:
     """Delete expired rows in bounded batches, each batch one transaction.
 
@@ -440,19 +444,21 @@ def purge_expired(
     """
     now = now or timezone.now()
     batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
+    expired_entries = MemoryEntry.objects.filter(covered_by__isnull=True, expires_at__lte=now)
+    expired_spans = FoldedSpan.objects.filter(expires_at__lte=now)
+    if thread_ids is not None:
+        thread_ids = list(thread_ids)
+        expired_entries = expired_entries.filter(thread_id__in=thread_ids)
+        expired_spans = expired_spans.filter(thread_id__in=thread_ids)
     entries = spans = batches = 0
     while max_batches is None or batches < max_batches:
         with transaction.atomic():
             roots = list(
-                MemoryEntry.objects.filter(covered_by__isnull=True, expires_at__lte=now)
-                .order_by("expires_at", "id")
-                .values_list("pk", flat=True)[:batch_size]
-            )
-            span_ids = list(
-                FoldedSpan.objects.filter(expires_at__lte=now).values_list("pk", flat=True)[
+                expired_entries.order_by("expires_at", "id").values_list("pk", flat=True)[
                     :batch_size
                 ]
             )
+            span_ids = list(expired_spans.values_list("pk", flat=True)[:batch_size])
             if not roots and not span_ids:
                 break
             doomed = _with_covered(roots)

@@ -126,14 +126,16 @@ def test_admin_pages_open_for_a_superuser(admin_client_with_demo: Client) -> Non
         *(
             reverse(f"admin:agentmemory_{model}_changelist")
             for model in (
-                "thread", "memoryentry", "summarycoverage", "foldedspan", "foldlatch",
+                "thread", "memoryentry", "summary", "foldedspan", "foldlatch",
                 "summarizercall",
             )
         ),
         reverse("admin:agentmemory_thread_change", args=[thread.pk]),
         reverse("admin:agentmemory_memoryentry_change", args=[summary.pk]),
         reverse("admin:agentmemory_memoryentry_change", args=[message.pk]),
-        reverse("admin:agentmemory_summarycoverage_change", args=[summary.pk]),
+        reverse("admin:agentmemory_summary_change", args=[summary.pk]),
+        reverse("admin:agentmemory_summary_expand", args=[summary.pk]),
+        reverse("admin:agentmemory_thread_timeline", args=[thread.pk]),
         reverse("admin:agentmemory_summarizercall_change", args=[call.pk]),
         f"{changelist}?thread__id__exact={thread.pk}&kind__exact=summary",
         f"{changelist}?covered_by__id__exact={summary.pk}",
@@ -146,7 +148,7 @@ def test_admin_pages_open_for_a_superuser(admin_client_with_demo: Client) -> Non
 
 def test_admin_changelists_do_not_query_per_row(admin_client_with_demo: Client) -> None:
     client = admin_client_with_demo
-    for model in ("thread", "memoryentry", "summarycoverage", "summarizercall"):
+    for model in ("thread", "memoryentry", "summary", "foldedspan", "summarizercall"):
         with CaptureQueriesContext(connection) as queries:
             response = client.get(reverse(f"admin:agentmemory_{model}_changelist"))
         assert response.status_code == 200
@@ -214,5 +216,5 @@ def test_front_page_links_to_the_admin_and_the_demo_thread() -> None:
     body = response.content.decode()
     assert response.status_code == 200
     assert 'href="/admin/"' in body
-    assert f'href="/admin/agentmemory/thread/{demo_thread().pk}/change/"' in body
+    assert f'href="/admin/agentmemory/thread/{demo_thread().pk}/timeline/"' in body
     assert f'href="/api/memory/threads/{demo_thread().pk}/summaries/"' in body
