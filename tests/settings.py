@@ -68,3 +68,25 @@ CELERY_TASK_ALWAYS_EAGER = True
 REDIS_URL = os.environ.get("AGENTMEMORY_TEST_REDIS", "redis://127.0.0.1:6379/15")
 
 AGENTMEMORY = {}
+
+# ---------------------------------------------------------------------------------
+# Real Celery worker tests (tests/test_worker.py, tests/celery_app.py) and
+# bench/worker_latency.py, appended by the worker-tests helper. The broker and result
+# backend of tests.celery_app are Redis DB 14 (AGENTMEMORY_TEST_BROKER overrides both).
+# The rest applies only to a process started with AGENTMEMORY_TEST_CELERY=worker: the
+# worker subprocess those tests start runs with the configuration of the test that
+# started it (eager mode off; AGENTMEMORY and the broker transport options read as JSON
+# from the environment). Without that variable nothing above changes.
+import json  # noqa: E402
+
+CELERY_BROKER_URL = os.environ.get("AGENTMEMORY_TEST_BROKER", "redis://127.0.0.1:6379/14")
+CELERY_RESULT_BACKEND = CELERY_BROKER_URL
+if os.environ.get("AGENTMEMORY_TEST_CELERY") == "worker":
+    CELERY_TASK_ALWAYS_EAGER = False
+    # One message reserved per pool process: with acks_late, a killed worker strands
+    # only what it was running.
+    CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+    CELERY_BROKER_TRANSPORT_OPTIONS = json.loads(
+        os.environ.get("AGENTMEMORY_TEST_BROKER_OPTIONS", "{}")
+    )
+    AGENTMEMORY = json.loads(os.environ.get("AGENTMEMORY_TEST_SETTINGS", "{}"))
