@@ -226,6 +226,26 @@ def assert_sound_split(messages: list[WindowMessage], selection: Selection) -> N
             assert where[result_at[call["id"]]] == where[index], (index, call["id"], where)
 
 
+def reference_budget_split(
+    messages: list[WindowMessage], budget: int, reserve: int
+) -> Selection:
+    """The token-budget split written the obvious way: count everything, then cut.
+
+    TokenBudgetWindow counts lazily from the newest message back; it must agree.
+    """
+    head = pinned_head(messages)
+    costs = [count_tokens(render_message(m)) for m in messages]
+    if sum(costs) <= budget:
+        return Selection(head=messages[:head], drop=[], keep=messages[head:])
+    available = budget - sum(costs[:head]) - reserve
+    keep_from = len(messages) - 1
+    while keep_from - 1 >= head and sum(costs[keep_from - 1:]) <= available:
+        keep_from -= 1
+    body = messages[head:]
+    cut = align_to_tool_results(body, max(0, min(keep_from - head, len(body) - 1)))
+    return Selection(head=messages[:head], drop=body[:cut], keep=body[cut:])
+
+
 def is_call_with_its_results(keep: Sequence[WindowMessage]) -> bool:
     return bool(keep[0].tool_calls) and all(m.role == "tool" for m in keep[1:])
 
@@ -258,6 +278,7 @@ def test_seams_keep_the_request_the_newest_and_every_call_with_its_results(
     budgeted = TokenBudgetWindow(reserve).select(messages, budget_tokens=budget)
     assert_sound_split(messages, budgeted)
     assert TokenBudgetWindow(reserve).select(messages, budget_tokens=budget) == budgeted
+    assert budgeted == reference_budget_split(messages, budget, reserve)
     costs = [count_tokens(render_message(m)) for m in messages]
     if sum(costs) <= budget:
         assert budgeted.drop == []

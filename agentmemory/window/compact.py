@@ -131,8 +131,7 @@ def compact(
         retain=retain,
     )
     content = summary_message_content(label, result.text)
-    dropped_tokens = sum(count_tokens(render_message(message)) for message in selection.drop)
-    if count_tokens(f"user: {content}") >= dropped_tokens:
+    if not _more_tokens_than(selection.drop, count_tokens(f"user: {content}")):
         record(CallOutcome.REFUSED_NOT_SMALLER, result=result)
         FoldLatch.objects.get_or_create(
             thread=thread, purpose=PURPOSE, span_key=key,
@@ -153,6 +152,16 @@ def compact(
         summary=span,
     )
     return Compaction(window=_new_window(selection, span), span=span)
+
+
+def _more_tokens_than(messages: Sequence[WindowMessage], limit: int) -> bool:
+    """Whether ``messages`` hold more than ``limit`` tokens; counting stops once they do."""
+    total = 0
+    for message in messages:
+        total += count_tokens(render_message(message))
+        if total > limit:
+            return True
+    return False
 
 
 def _instruction() -> str:

@@ -142,16 +142,27 @@ class TokenBudgetWindow:
                 "TokenBudgetWindow needs budget_tokens: the window's budget in tokens.",
                 field="budget_tokens",
             )
-        costs = [count_tokens(render_message(message)) for message in messages]
-        if sum(costs) <= budget_tokens:
+        # Counted from the newest back, and only until the budget is known to be spent:
+        # a long run's window costs the messages near the budget, not its whole history.
+        total = sum(_cost(message) for message in messages[:head])
+        available = budget_tokens - total - self.summary_reserve
+        keep_from, used, growing = len(messages), 0, True
+        for index in range(len(messages) - 1, head - 1, -1):
+            cost = _cost(messages[index])
+            total += cost
+            # the newest message is always kept; older ones while they fit, contiguously
+            growing = growing and (index == len(messages) - 1 or used + cost <= available)
+            if growing:
+                keep_from, used = index, used + cost
+            elif total > budget_tokens:
+                break
+        if total <= budget_tokens:
             return Selection(head=list(messages[:head]), drop=[], keep=list(messages[head:]))
-        available = budget_tokens - sum(costs[:head]) - self.summary_reserve
-        keep_from = len(messages) - 1  # the newest message is always kept
-        used = costs[keep_from]
-        while keep_from - 1 >= head and used + costs[keep_from - 1] <= available:
-            keep_from -= 1
-            used += costs[keep_from]
         return _split(messages, keep_from - head, head)
+
+
+def _cost(message: WindowMessage) -> int:
+    return count_tokens(render_message(message))
 
 
 def get_window() -> WindowSeam:
