@@ -110,10 +110,13 @@ def plan_fold(loaded: list[MemoryEntry], config: RecallConfig) -> FoldPlan | Non
 
 
 def _first_whole_turn(loaded: list[MemoryEntry], cut: int) -> int:
-    """Where the first whole turn starts: the load's far edge may cut a turn (and a tool
-    call from its results) in two, and half a turn is never folded."""
-    for index in range(cut):
-        if loaded[index].is_summary or loaded[index].role == Role.USER:
+    """Where the first whole turn starts: the load's far edge may cut its oldest turn (and
+    a tool call from its results) in two, and half a turn is never folded. Only that
+    turn is in doubt: a thread without user messages (explicit turns) still folds."""
+    if cut == 0 or loaded[0].is_summary or loaded[0].role == Role.USER:
+        return 0
+    for index in range(1, cut):
+        if loaded[index].turn != loaded[0].turn:
             return index
     return cut
 
