@@ -196,6 +196,7 @@ def recall(
     config = RecallConfig.build(**overrides)
     now = now or timezone.now()
     loaded = load_recent(thread, config, now)
+    loaded_count = len(loaded)
     outcome = _summarize_stage(thread, loaded, config)
     if outcome.summary is not None and outcome.plan is not None:
         # The span is a contiguous stretch of what was loaded; the summary takes its place.
@@ -211,7 +212,7 @@ def recall(
         summaries_used=[entry.pk for entry in picked if entry.is_summary],
         decline=outcome.decline,
         folded_summary_id=outcome.summary.pk if outcome.summary else None,
-        loaded_count=len(loaded),
+        loaded_count=loaded_count,
         budget_decline=budget_decline,
     )
 

@@ -114,11 +114,6 @@ def test_unfold_makes_the_next_recall_verbatim() -> None:
     assert not MemoryEntry.objects.filter(thread=thread, covered_by__isnull=False).exists()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a per-call tier filter that leaves out SUMMARY_TIER hides the summary while "
-    "its coverage still hides the originals, so folded turns vanish (see report)",
-)
 def test_a_tier_filter_never_makes_folded_turns_vanish() -> None:
     thread = make_thread()
     entries = add_turns(thread, 5, now=NOW)

@@ -64,8 +64,8 @@ def test_tiers_filter_what_is_loaded() -> None:
     cold = services.append(thread, {"role": "user", "content": "cold fact", "tier": "cold"})[0]
 
     everything = services.recall(thread, BIG, **NO_FOLD)
-    hot_only = services.recall(thread, BIG, tiers=["hot"], **NO_FOLD)
-    warmish = services.recall(thread, BIG, tiers=("hot", "warm"), **NO_FOLD)
+    hot_only = services.recall(thread, BIG, tiers=["hot"], summary_tier="hot", **NO_FOLD)
+    warmish = services.recall(thread, BIG, tiers=("hot", "warm"), summary_tier="warm", **NO_FOLD)
 
     assert [m.id for m in everything.messages] == [hot.pk, warm.pk, cold.pk]
     assert [m.id for m in hot_only.messages] == [hot.pk]

@@ -104,6 +104,14 @@ class RecallConfig:
                 raise InvalidRecallOption(
                     f"{name} must be a non-negative integer, got {value!r}.", field=name
                 )
+        if self.tiers is not None and self.summary_tier not in self.tiers:
+            # Coverage would hide the originals while the filter hides their summary: the
+            # folded turns would vanish from recall, and the span be folded again.
+            raise InvalidRecallOption(
+                f"tiers {list(self.tiers)} leaves out the summary tier {self.summary_tier!r}; "
+                "add it, or set summary_tier to one of the tiers.",
+                field="tiers",
+            )
         if self.max_entries is not None and (
             not isinstance(self.max_entries, int) or self.max_entries < 1
         ):
