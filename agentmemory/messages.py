@@ -12,6 +12,8 @@ from typing import Any
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.models import Role, Tier
 
+ROLES = frozenset(Role.values)
+TIERS = frozenset(Tier.values)
 MESSAGE_FIELDS = frozenset(
     {"role", "content", "tool_calls", "tool_name", "tool_call_id", "turn", "tier", "metadata"}
 )
@@ -27,7 +29,7 @@ def clean_message(message: Any, index: int) -> dict[str, Any]:
     if unknown:
         raise fail(f"unknown fields {unknown}.", unknown[0])
     role = message.get("role")
-    if role not in Role.values:
+    if role not in ROLES:
         raise fail(f"role must be one of {', '.join(Role.values)}, got {role!r}.", "role")
     content = message.get("content", "")
     if not isinstance(content, str):
@@ -51,7 +53,7 @@ def clean_message(message: Any, index: int) -> dict[str, Any]:
         raise fail("turn must be a positive integer.", "turn")
     cleaned["turn"] = turn
     tier = message.get("tier")
-    if tier is not None and tier not in Tier.values:
+    if tier is not None and tier not in TIERS:
         raise fail(f"tier must be one of {', '.join(Tier.values)}, got {tier!r}.", "tier")
     cleaned["tier"] = tier
     metadata = message.get("metadata") or {}

@@ -241,7 +241,7 @@ class FoldedSpan(models.Model):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="folded_spans")
     fingerprint = models.CharField(max_length=64, help_text="Hash of the whole summary message.")
     span_fingerprint = models.CharField(
-        max_length=64, help_text="Hash of the folded messages (role and content)."
+        max_length=64, help_text="Hash of the folded messages, every field of each."
     )
     content = models.TextField(help_text="The summary message, label included.")
     message_count = models.PositiveIntegerField()
