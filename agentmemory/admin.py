@@ -27,7 +27,6 @@ from django.utils.text import Truncator
 
 from agentmemory import services
 from agentmemory.models import (
-    EntryKind,
     FoldedSpan,
     FoldLatch,
     MemoryEntry,
@@ -67,12 +66,6 @@ def covered_by_link(obj: MemoryEntry) -> str:
         reverse("admin:agentmemory_summary_change", args=[obj.covered_by_id]),
         obj.covered_by_id,
     )
-
-
-def entry_url(entry: MemoryEntry) -> str:
-    if entry.is_summary:
-        return reverse("admin:agentmemory_summary_expand", args=[entry.pk])
-    return reverse("admin:agentmemory_memoryentry_change", args=[entry.pk])
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
@@ -169,7 +162,6 @@ class ThreadAdmin(admin.ModelAdmin):
         rows = [
             {
                 "entry": entry,
-                "url": entry_url(entry),
                 "label_text": split_summary(entry.content) if entry.is_summary else None,
                 "hidden": entry.covered_by_id is not None,
             }
@@ -218,11 +210,29 @@ class ThreadAdmin(admin.ModelAdmin):
             services.erase_thread(thread)
 
 
+class CoveredTextAdmin(admin.ModelAdmin):
+    """Shows a covered row's text (an original of some summary) only to expanders."""
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
+        # The permission rides on each row: one check per request, and no state on this
+        # ModelAdmin, which every request shares.
+        return super().get_queryset(request).annotate(expandable=Value(can_expand(request)))
+
+    def _hidden(self, obj: MemoryEntry) -> bool:
+        return obj.covered_by_id is not None and not getattr(obj, "expandable", False)
+
+    @admin.display(description="content")
+    def shown_content(self, obj: MemoryEntry) -> str:
+        if self._hidden(obj):
+            return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
+        return obj.content
+
+
 # ---------------------------------------------------------------- entries
 
 
 @admin.register(MemoryEntry)
-class MemoryEntryAdmin(admin.ModelAdmin):
+class MemoryEntryAdmin(CoveredTextAdmin):
     list_display = (
         "id", "thread", "turn", "role", "kind", "short_content", "token_count", "tier",
         covered_by_link, "expires_at",
@@ -240,14 +250,6 @@ class MemoryEntryAdmin(admin.ModelAdmin):
     )
     readonly_fields = tuple(name for name in fields if name not in ("tier", "metadata"))
 
-    def get_queryset(self, request: HttpRequest) -> QuerySet[MemoryEntry]:
-        # The permission rides on each row: one check per request, and no state on this
-        # ModelAdmin, which every request shares.
-        return super().get_queryset(request).annotate(expandable=Value(can_expand(request)))
-
-    def _hidden(self, obj: MemoryEntry) -> bool:
-        return obj.covered_by_id is not None and not getattr(obj, "expandable", False)
-
     @admin.display(description="content")
     def short_content(self, obj: MemoryEntry) -> str:
         if self._hidden(obj):
@@ -256,12 +258,6 @@ class MemoryEntryAdmin(admin.ModelAdmin):
             names = ", ".join(call.get("name", "?") for call in obj.tool_calls)
             return f"(calls {names})"
         return Truncator(obj.content).chars(90)
-
-    @admin.display(description="content")
-    def shown_content(self, obj: MemoryEntry) -> str:
-        if self._hidden(obj):
-            return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
-        return obj.content
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # entries are written by services.append, which numbers and counts them
@@ -294,7 +290,7 @@ class SummaryCoverageInline(admin.StackedInline):
 
 
 @admin.register(Summary)
-class SummaryAdmin(ReadOnlyAdmin):
+class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
     list_display = (
         "id", "summary_key", "thread", "turns", "entry_count", "span_tokens", "token_count",
         "model", "expires_at", covered_by_link, "expand_link",
@@ -304,8 +300,8 @@ class SummaryAdmin(ReadOnlyAdmin):
     list_select_related = ("thread", "coverage")
     date_hierarchy = "created_at"
     inlines = [SummaryCoverageInline]
-    fields = ("thread", "summary_key", "content", "turn", "tier", "token_count", "expires_at",
-              "covered_by", "expand_link")
+    fields = ("thread", "summary_key", "shown_content", "turn", "tier", "token_count",
+              "expires_at", "covered_by", "expand_link")
     readonly_fields = fields
     actions = ["unfold"]
 
@@ -372,7 +368,6 @@ class SummaryAdmin(ReadOnlyAdmin):
             "rows": [
                 {
                     "entry": entry,
-                    "url": entry_url(entry),
                     "label_text": split_summary(entry.content) if entry.is_summary else None,
                     "nested": nested.get(entry.pk),
                 }
@@ -384,8 +379,13 @@ class SummaryAdmin(ReadOnlyAdmin):
     @admin.action(description="Unfold: delete the selected summaries (originals stay)")
     def unfold(self, request: HttpRequest, queryset: QuerySet[Summary]) -> HttpResponse | None:
         if request.POST.get("confirm") == "yes":
-            deleted = sum(services.unfold(summary) for summary in queryset.filter(
-                kind=EntryKind.SUMMARY))
+            deleted = 0
+            for pk in list(queryset.values_list("pk", flat=True)):
+                # Read afresh: unfolding an inner summary deletes the ones built on it,
+                # which may be selected too and must not be counted twice.
+                summary = Summary.objects.filter(pk=pk).first()
+                if summary is not None:
+                    deleted += services.unfold(summary)
             self.message_user(
                 request,
                 f"Unfolded {deleted} summary row(s); their originals are recalled verbatim.",
