@@ -4,6 +4,8 @@ back to fields by the views."""
 
 from __future__ import annotations
 
+import math
+import re
 from datetime import timedelta
 from typing import Any
 
@@ -23,6 +25,32 @@ from agentmemory.models import (
 
 MAX_INT = 2**31 - 1
 MAX_BUDGET = 10_000_000
+# Later messages count turns up from an explicit one: leave them room below MAX_INT.
+MAX_TURN = 1_000_000_000
+MAX_JSON_DEPTH = 64
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def storable_json(value: Any) -> Any:
+    """Reject what a JSON column or the renderer cannot take: NUL (PostgreSQL), lone
+    surrogates (UTF-8), non-finite numbers (strict JSON) and very deep nesting."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise serializers.ValidationError(f"Nested deeper than {MAX_JSON_DEPTH} levels.")
+        if isinstance(item, dict):
+            stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+        elif isinstance(item, list):
+            stack.extend((part, depth + 1) for part in item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise serializers.ValidationError("Null characters are not allowed.")
+            if SURROGATE.search(item):
+                raise serializers.ValidationError("Surrogate characters are not allowed.")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise serializers.ValidationError("Numbers must be finite.")
+    return value
 
 
 class StrictSerializer(serializers.Serializer):
@@ -83,7 +111,7 @@ class ThreadSerializer(StrictModelSerializer):
     def validate_metadata(self, value: Any) -> Any:
         if not isinstance(value, dict):
             raise serializers.ValidationError("Must be an object.")
-        return value
+        return storable_json(value)
 
     def validate_client_key(self, value: str) -> str:
         owner = self.context["request"].user
@@ -101,7 +129,7 @@ class ThreadSerializer(StrictModelSerializer):
 class ToolCallSerializer(StrictSerializer):
     id = serializers.CharField(max_length=200)
     name = serializers.CharField(max_length=200)
-    arguments = serializers.JSONField(required=False, default="")
+    arguments = serializers.JSONField(required=False, default="", validators=[storable_json])
 
 
 class MessageSerializer(StrictSerializer):
@@ -112,9 +140,9 @@ class MessageSerializer(StrictSerializer):
     tool_calls = ToolCallSerializer(many=True, required=False)
     tool_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
     tool_call_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    turn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_INT)
+    turn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_TURN)
     tier = serializers.ChoiceField(choices=Tier.choices, required=False)
-    metadata = serializers.DictField(required=False)
+    metadata = serializers.DictField(required=False, validators=[storable_json])
 
     def validate_content(self, value: str) -> str:
         limit = memory_settings.API_MAX_CONTENT_CHARS

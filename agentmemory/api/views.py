@@ -11,11 +11,13 @@ from django.urls import include, path
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import ParseError, ValidationError
 from rest_framework.pagination import PageNumberPagination
+from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.settings import api_settings
 from rest_framework.views import APIView
 
 from agentmemory import services
@@ -37,7 +39,18 @@ class Pagination(PageNumberPagination):
         return int(super().get_page_size(request) or self.page_size)
 
 
+class JSONBodyParser(JSONParser):
+    """JSON only (messages nest; forms cannot say them), and too deep is a 400."""
+
+    def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError as exc:
+            raise ParseError("JSON parse error - nested too deeply.") from exc
+
+
 class MemoryAPIView(APIView):
+    parser_classes = [JSONBodyParser]
     permission_classes = [IsAuthenticated]
     throttle_classes = [AgentMemoryThrottle]
 
@@ -45,14 +58,19 @@ class MemoryAPIView(APIView):
         return owned_thread(self.request, self.kwargs["thread_id"])
 
 
-def message_error(exc: InvalidMessageError, *, batch: int | None = None) -> ValidationError:
-    """A domain validation error as DRF field errors (per item for a batch)."""
+def message_error(
+    exc: InvalidMessageError, *, batch: int | None = None, key: str = "entries"
+) -> ValidationError:
+    """A domain validation error as DRF field errors (per item for a batch, in the shape
+    DRF gives its own list errors)."""
     detail = {exc.field: [str(exc)]}
-    if batch is None:
+    if batch is None or exc.index is None:
         return ValidationError(detail)
+    if getattr(api_settings, "LIST_SERIALIZER_ERRORS_AS_DICT", False):
+        return ValidationError({key: {exc.index: detail}})
     items: list[dict[str, Any]] = [{} for _ in range(batch)]
-    items[exc.index or 0] = detail
-    return ValidationError({"entries": items})
+    items[exc.index] = detail
+    return ValidationError({key: items})
 
 
 # ---------------------------------------------------------------- threads
@@ -264,7 +282,7 @@ class Compact(MemoryAPIView):
                     retain=data.get("retain"),
                 )
         except InvalidMessageError as exc:
-            raise ValidationError({exc.field: [str(exc)]}) from exc
+            raise message_error(exc, batch=len(data["messages"]), key="messages") from exc
         except ValueError as exc:  # a seam that cannot select without a budget
             raise ValidationError({"budget_tokens": [str(exc)]}) from exc
         return Response({
