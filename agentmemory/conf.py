@@ -69,6 +69,15 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_WINDOW": 5_000,
     "API_PAGE_SIZE": 50,
     "API_THROTTLE_RATES": {"append": None, "recall": None},
+    # trust and cost (see docs/concepts.md): recall receipts; the fact-retention gate
+    # (THRESHOLD None: measure only; ACTION "decline" or "append"); the key that signs
+    # summaries (None: derived from SECRET_KEY); holding flagged summaries back until
+    # reviewed; a daily summarizer token quota per owner (None: no quota).
+    "RECEIPTS": False,
+    "FACT_GATE": {"THRESHOLD": None, "ACTION": "decline"},
+    "SIGNING_KEY": None,
+    "HOLD_FLAGGED": False,
+    "DAILY_TOKEN_QUOTA": None,
     # tokens
     "TOKEN_COUNTER": "agentmemory.tokens.EncodingCounter",
     "TOKEN_ENCODING": "o200k_base",

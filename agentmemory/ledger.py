@@ -9,8 +9,13 @@ from __future__ import annotations
 import logging
 import time
 
+from django.db.models import F, Sum
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
 from agentmemory import signals
-from agentmemory.models import MemoryEntry, SummarizerCall, Thread
+from agentmemory.conf import memory_settings
+from agentmemory.models import MemoryEntry, OwnerQuota, SummarizerCall, Thread
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
 
 logger = logging.getLogger("agentmemory")
@@ -36,6 +41,7 @@ def record_call(
     """One ledger row for one summarizer call, whatever its outcome."""
     return SummarizerCall.objects.create(
         thread=thread,
+        owner_id=thread.owner_id,
         summary=summary,
         purpose=purpose,
         backend=summarizer.backend,
@@ -110,3 +116,31 @@ def warn_once(purpose: str, summarizer: BaseSummarizer, exc: BaseException) -> N
         type(exc).__name__,
         exc,
     )
+
+
+def daily_quota(owner_id: int) -> int | None:
+    """The owner's daily token quota: their own override, else the project default."""
+    override = OwnerQuota.objects.filter(owner_id=owner_id).values_list(
+        "daily_tokens", flat=True
+    )
+    for daily_tokens in override:
+        return daily_tokens
+    default = memory_settings.DAILY_TOKEN_QUOTA
+    return int(default) if default is not None else None
+
+
+def tokens_used_today(owner_id: int) -> int:
+    """Prompt plus completion tokens of the owner's summarizer calls since 00:00 UTC."""
+    start = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    used = SummarizerCall.objects.filter(owner_id=owner_id, created_at__gte=start).aggregate(
+        tokens=Sum(Coalesce(F("prompt_tokens"), 0) + Coalesce(F("completion_tokens"), 0))
+    )["tokens"]
+    return int(used or 0)
+
+
+def quota_exceeded(thread: Thread) -> bool:
+    """True when the thread's owner has spent their daily summarizer tokens."""
+    if thread.owner_id is None:
+        return False
+    limit = daily_quota(thread.owner_id)
+    return limit is not None and tokens_used_today(thread.owner_id) >= limit

@@ -44,6 +44,7 @@ class CallOutcome(models.TextChoices):
     FOLDED = "folded", "folded"
     DECLINED = "declined", "declined"
     REFUSED_NOT_SMALLER = "refused-not-smaller", "refused: not smaller"
+    REFUSED_LOST_FACTS = "refused-lost-facts", "refused: lost facts"
     FAILED = "failed", "failed"
 
 
@@ -94,6 +95,8 @@ class Thread(models.Model):
     # position assignment one UPDATE instead of a scan of the thread.
     last_position = models.BigIntegerField(default=0, editable=False)
     last_turn = models.PositiveIntegerField(default=0, editable=False)
+    # Set while a background fold of this thread runs, so a second one stands aside.
+    fold_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 
@@ -143,8 +146,23 @@ class MemoryEntry(models.Model):
     summary_key = models.CharField(  # noqa: DJ001
         max_length=64, null=True, blank=True, editable=False
     )
-    # The coverage link: the one thing that hides an original from recall. It names
-    # the exact row, never a turn range; deleting the summary sets it back to NULL.
+    retired_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Summaries only: unfolded, regenerated or found tampered. Kept readable "
+        "(receipts and older versions point at it), never recalled, covers nothing.",
+    )
+    held_at = models.DateTimeField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="Summaries only: flagged for review and held back from recall (it covers "
+        "nothing until approved).",
+    )
+    # The live coverage link: the one thing that hides an original from recall. It names
+    # the exact row, never a turn range; unfolding sets it back to NULL. What a summary
+    # stood for stays recorded in SummarySource, which outlives the link.
     covered_by = models.ForeignKey(
         "self",
         null=True,
@@ -176,8 +194,11 @@ class MemoryEntry(models.Model):
             ),
         ]
         constraints = [
+            # One live summary per key; retired versions keep theirs.
             models.UniqueConstraint(
-                fields=["thread", "summary_key"], name="agentmemory_summary_key_unique"
+                fields=["thread", "summary_key"],
+                condition=Q(retired_at__isnull=True),
+                name="agentmemory_summary_key_unique",
             ),
             models.CheckConstraint(
                 condition=(Q(kind=EntryKind.SUMMARY) & Q(summary_key__isnull=False))
@@ -213,6 +234,23 @@ class Summary(MemoryEntry):
         verbose_name_plural = "summaries"
 
 
+class SummarySource(models.Model):
+    """One entry a summary stands for. Written with the fold and never changed, so a
+    retired summary can still be expanded and erasure finds every summary derived from
+    an entry, live or retired."""
+
+    summary = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="sources")
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="summarized_in")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["summary", "entry"], name="agentmemory_source_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.summary_id} stands for #{self.entry_id}"
+
+
 class SummaryCoverage(models.Model):
     """What one summary stands for. The covered rows point back through ``covered_by``."""
 
@@ -227,6 +265,26 @@ class SummaryCoverage(models.Model):
     summarized_at = models.DateTimeField(default=timezone.now)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    original_tokens = models.PositiveIntegerField(
+        default=0, help_text="Tokens of the messages it stands for, through nested summaries."
+    )
+    # Provenance (how it was made) and its keyed fingerprint (that it was not edited).
+    version = models.PositiveIntegerField(default=1)
+    prompt_hash = models.CharField(max_length=64, blank=True, default="")
+    temperature = models.FloatField(null=True, blank=True)
+    seed = models.IntegerField(null=True, blank=True)
+    library_version = models.CharField(max_length=32, blank=True, default="")
+    signature = models.CharField(max_length=64, blank=True, default="")
+    tampered_at = models.DateTimeField(null=True, blank=True)
+    # The fact-retention gate and the injection quarantine.
+    fact_score = models.FloatField(null=True, blank=True)
+    missing_facts = models.JSONField(default=list, blank=True)
+    injection_flags = models.JSONField(default=list, blank=True)
+    reviewed_at = models.DateTimeField(null=True, blank=True)
+    reviewed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
 
     class Meta:
         verbose_name_plural = "summary coverages"
@@ -253,6 +311,15 @@ class FoldedSpan(models.Model):
     messages = models.JSONField(
         null=True, blank=True, help_text="The folded messages; empty when not retained."
     )
+    prompt_hash = models.CharField(max_length=64, blank=True, default="")
+    temperature = models.FloatField(null=True, blank=True)
+    seed = models.IntegerField(null=True, blank=True)
+    library_version = models.CharField(max_length=32, blank=True, default="")
+    signature = models.CharField(max_length=64, blank=True, default="")
+    tampered_at = models.DateTimeField(null=True, blank=True)
+    fact_score = models.FloatField(null=True, blank=True)
+    missing_facts = models.JSONField(default=list, blank=True)
+    injection_flags = models.JSONField(default=list, blank=True)
     nested_spans = models.ManyToManyField(
         "self",
         symmetrical=False,
@@ -304,6 +371,11 @@ class SummarizerCall(models.Model):
     thread = models.ForeignKey(
         Thread, null=True, blank=True, on_delete=models.SET_NULL, related_name="summarizer_calls"
     )
+    # Kept apart from the thread so quotas and totals survive the thread's erasure.
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+        related_name="+",
+    )
     summary = models.ForeignKey(
         MemoryEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
@@ -323,7 +395,77 @@ class SummarizerCall(models.Model):
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = "summarizer call"
-        indexes = [models.Index(fields=["thread", "created_at"], name="agentmemory_ledger_thread")]
+        indexes = [
+            models.Index(fields=["thread", "created_at"], name="agentmemory_ledger_thread"),
+            models.Index(fields=["owner", "created_at"], name="agentmemory_ledger_owner"),
+        ]
 
     def __str__(self) -> str:
         return f"{self.model} {self.outcome} ({self.purpose})"
+
+
+class RecallReceipt(models.Model):
+    """What one recall gave the agent: the ids in order, the budget, the settings in force.
+
+    Small on purpose: ids and token counts, never copies. The context is rebuilt from
+    the rows it names, which folding and unfolding never change (summaries are retired,
+    not deleted, while a receipt may still point at them).
+    """
+
+    thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="receipts")
+    turn = models.PositiveIntegerField(help_text="The thread's latest turn at recall time.")
+    budget_tokens = models.PositiveIntegerField()
+    tokens = models.PositiveIntegerField(help_text="Tokens of the formatted context.")
+    decline = models.CharField(max_length=32, blank=True, default="")
+    budget_decline = models.CharField(max_length=32, blank=True, default="")
+    folded_summary = models.ForeignKey(
+        MemoryEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    config = models.JSONField(default=dict, help_text="The recall settings in force.")
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["thread", "turn"], name="agentmemory_receipt_turn"),
+            models.Index(
+                fields=["expires_at"],
+                condition=Q(expires_at__isnull=False),
+                name="agentmemory_receipt_expiry",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"recall at turn {self.turn} (thread {self.thread_id})"
+
+
+class ReceiptItem(models.Model):
+    receipt = models.ForeignKey(RecallReceipt, on_delete=models.CASCADE, related_name="items")
+    entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="+")
+    order = models.PositiveSmallIntegerField()
+    kind = models.CharField(max_length=8, choices=EntryKind.choices)
+    tokens = models.PositiveIntegerField()
+
+    class Meta:
+        ordering = ["receipt", "order"]
+        constraints = [
+            models.UniqueConstraint(fields=["receipt", "order"], name="agentmemory_item_order")
+        ]
+
+    def __str__(self) -> str:
+        return f"#{self.entry_id} at {self.order}"
+
+
+class OwnerQuota(models.Model):
+    """A per-owner daily summarizer token quota, over AGENTMEMORY['DAILY_TOKEN_QUOTA']."""
+
+    owner = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="agentmemory_quota"
+    )
+    daily_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Empty: no limit for this owner."
+    )
+
+    def __str__(self) -> str:
+        return f"{self.owner}: {self.daily_tokens or 'unlimited'} tokens a day"

@@ -34,15 +34,19 @@ class MemoryEntryQuerySet(_EntryBase):
     def uncovered(self) -> MemoryEntryQuerySet:
         return self.filter(covered_by__isnull=True)
 
+    def live(self) -> MemoryEntryQuerySet:
+        """Not retired (unfolded, regenerated, tampered) and not held for review."""
+        return self.filter(retired_at__isnull=True, held_at__isnull=True)
+
     def visible(
         self, now: datetime | None = None, tiers: Iterable[str] | None = None
     ) -> MemoryEntryQuerySet:
-        """What recall may load: not expired, not covered by a summary, in ``tiers``.
+        """What recall may load: live, not expired, not covered by a summary, in ``tiers``.
 
         A summary never outlives the originals it covers (its expiry is theirs), so a
         covered original is never hidden by an expired summary.
         """
-        qs = self.uncovered().unexpired(now)
+        qs = self.uncovered().live().unexpired(now)
         if tiers is not None:
             qs = qs.filter(tier__in=list(tiers))
         return qs

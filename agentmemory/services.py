@@ -7,14 +7,17 @@ writes happen in one transaction, and a call that raises has written nothing.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
+from agentmemory import signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, NotASummaryError
 from agentmemory.messages import clean_message
@@ -24,7 +27,10 @@ from agentmemory.models import (
     FoldLatch,
     FoldPurpose,
     MemoryEntry,
+    RecallReceipt,
     Role,
+    SummaryCoverage,
+    SummarySource,
     Thread,
 )
 from agentmemory.pipeline.budget import pick_by_budget
@@ -37,9 +43,12 @@ from agentmemory.pipeline.summarize import (
     decline_not_worth_a_call,
     fold_span,
     plan_fold,
+    plan_span,
     report_summarizer_failure,
 )
-from agentmemory.summarizers import get_summarizer
+from agentmemory.receipts import record_receipt
+from agentmemory.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
+from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.window.compact import (  # noqa: F401  (part of the Python API)
     Compaction,
@@ -47,6 +56,7 @@ from agentmemory.window.compact import (  # noqa: F401  (part of the Python API)
     expand_span,
     folded_messages,
     folded_span_for,
+    report_tampered_span,
 )
 
 logger = logging.getLogger("agentmemory")
@@ -182,6 +192,7 @@ class RecallResult:
     folded_summary_id: int | None
     loaded_count: int
     budget_decline: str | None = None
+    receipt_id: int | None = None
 
 
 def recall(
@@ -196,6 +207,12 @@ def recall(
     config = RecallConfig.build(**overrides)
     now = now or timezone.now()
     loaded = load_recent(thread, config, now)
+    tampered = [e for e in loaded if e.is_summary and not summary_is_intact(e)]
+    if tampered:
+        # An edited summary is not recalled: retire it and load again, so its
+        # originals come back verbatim in this very recall.
+        report_tampered(tampered)
+        loaded = load_recent(thread, config, now)
     loaded_count = len(loaded)
     outcome = _summarize_stage(thread, loaded, config)
     if outcome.summary is not None and outcome.plan is not None:
@@ -205,15 +222,26 @@ def recall(
         loaded = filter_by_decay(loaded, now, config.decay)
     picked, budget_decline = pick_by_budget(loaded, budget_tokens, config)
     text = format_context(picked, config)
+    tokens = count_tokens(text) if text else 0
+    receipt_id = None
+    if memory_settings.RECEIPTS:
+        ttl = thread_ttl(thread)
+        receipt_id = record_receipt(
+            thread, picked, config=config, budget_tokens=budget_tokens, tokens=tokens,
+            decline=outcome.decline, budget_decline=budget_decline,
+            folded_summary=outcome.summary, now=now,
+            expires_at=now + ttl if ttl is not None else None,
+        ).pk
     return RecallResult(
         messages=[RecalledMessage.of(entry) for entry in picked],
         text=text,
-        tokens=count_tokens(text) if text else 0,
+        tokens=tokens,
         summaries_used=[entry.pk for entry in picked if entry.is_summary],
         decline=outcome.decline,
         folded_summary_id=outcome.summary.pk if outcome.summary else None,
         loaded_count=loaded_count,
         budget_decline=budget_decline,
+        receipt_id=receipt_id,
     )
 
 
@@ -266,17 +294,30 @@ def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]
         return []  # erased while the task waited: nothing to do
     config = RecallConfig.build(mode="inline")
     summarizer = get_summarizer()
+    # One fold of a thread at a time: every append while a fold is due enqueues a
+    # task, and two of them folding overlapping spans would pay twice for one summary.
+    now = timezone.now()
+    lease = timedelta(seconds=fold_task_options(summarizer)["time_limit"])
+    if not Thread.objects.filter(pk=thread_id).filter(
+        Q(fold_lease_until__isnull=True) | Q(fold_lease_until__lt=now)
+    ).update(fold_lease_until=now + lease):
+        return []  # the fold holding the lease re-checks when it is done
     outcomes: list[FoldOutcome] = []
-    for _ in range(memory_settings.FOLDS_PER_TASK):
-        plan = plan_fold(load_recent(thread, config, timezone.now()), config)
-        if plan is None:
-            break
-        outcome = fold_span(
-            thread, plan, config, summarizer, attempt=attempt, raise_transient=True
-        )
-        outcomes.append(outcome)
-        if not outcome.folded:
-            break
+    try:
+        for _ in range(memory_settings.FOLDS_PER_TASK):
+            plan = plan_fold(load_recent(thread, config, timezone.now()), config)
+            if plan is None:
+                break
+            outcome = fold_span(
+                thread, plan, config, summarizer, attempt=attempt, raise_transient=True
+            )
+            outcomes.append(outcome)
+            if not outcome.folded:
+                break
+    finally:
+        Thread.objects.filter(pk=thread_id).update(fold_lease_until=None)
+    if outcomes and outcomes[-1].folded and fold_due(thread):
+        enqueue_fold(thread_id)  # appends that arrived meanwhile were turned away
     return outcomes
 
 
@@ -295,22 +336,34 @@ def enqueue_fold(thread_id: int) -> str | None:
     """
     from agentmemory.tasks import fold_thread
 
+    global _broker_down_until
+    options = fold_task_options(get_summarizer())
+    if time.monotonic() < _broker_down_until:
+        return None  # the broker failed moments ago: do not make this request wait too
     try:
-        return str(fold_thread.apply_async((thread_id,), **fold_task_options()).id)
+        return str(fold_thread.apply_async((thread_id,), **options).id)
     except Exception as exc:
+        _broker_down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
         logger.warning(
-            "agentmemory: could not enqueue the fold of thread %s (%s: %s); the periodic "
-            "sweep will enqueue it when the broker is reachable.",
+            "agentmemory: could not enqueue the fold of thread %s (%s: %s); no fold is "
+            "enqueued from this process for %s s, and the periodic sweep enqueues the "
+            "missed ones when the broker is reachable.",
             thread_id,
             type(exc).__name__,
             exc,
+            BROKER_BACKOFF_SECONDS,
         )
         return None
 
 
-def fold_task_options() -> dict[str, Any]:
+# A broker outage costs one request its connection timeout, not every request.
+BROKER_BACKOFF_SECONDS = 30.0
+_broker_down_until = 0.0
+
+
+def fold_task_options(summarizer: BaseSummarizer) -> dict[str, Any]:
     """Queue and time limits for ``fold_thread``, above the summarizer's own timeout."""
-    timeout = float(getattr(get_summarizer(), "timeout", 60.0))
+    timeout = float(getattr(summarizer, "timeout", 60.0))
     options: dict[str, Any] = {
         "soft_time_limit": timeout + 30,
         "time_limit": timeout + 60,
@@ -345,20 +398,22 @@ def _require_summary(summary: MemoryEntry) -> None:
 
 
 def expand(summary: MemoryEntry, *, recursive: bool = False) -> list[MemoryEntry]:
-    """The exact entries a summary covers, in thread order.
+    """The exact entries a summary stands for, in thread order (retired ones too).
 
     With ``recursive=True`` nested summaries are replaced by their own originals,
     down to messages: one query per level of nesting.
     """
     _require_summary(summary)
     entries = list(
-        MemoryEntry.objects.filter(covered_by=summary).select_related("coverage").order_by(
-            "position", "id"
-        )
+        MemoryEntry.objects.filter(summarized_in__summary=summary)
+        .select_related("coverage")
+        .order_by("position", "id")
     )
     while recursive and any(entry.is_summary for entry in entries):
         nested = [entry.pk for entry in entries if entry.is_summary]
-        children = MemoryEntry.objects.filter(covered_by__in=nested).select_related("coverage")
+        children = MemoryEntry.objects.filter(summarized_in__summary__in=nested).select_related(
+            "coverage"
+        )
         entries = sorted(
             [entry for entry in entries if not entry.is_summary] + list(children),
             key=lambda entry: (entry.position, entry.pk),
@@ -367,38 +422,155 @@ def expand(summary: MemoryEntry, *, recursive: bool = False) -> list[MemoryEntry
 
 
 def derived_summaries(entries: Iterable[MemoryEntry]) -> list[int]:
-    """Ids of every summary built on ``entries``, up through nested summaries."""
+    """Ids of every summary built on ``entries``, live or retired, up through nesting."""
+    return derived_summary_ids(entry.pk for entry in entries)
+
+
+def derived_summary_ids(entry_ids: Iterable[int]) -> list[int]:
     found: list[int] = []
-    frontier = {entry.covered_by_id for entry in entries if entry.covered_by_id}
+    frontier = set(entry_ids)
     while frontier:
-        found.extend(frontier)
         frontier = set(
-            MemoryEntry.objects.filter(pk__in=frontier, covered_by__isnull=False).values_list(
-                "covered_by_id", flat=True
+            SummarySource.objects.filter(entry_id__in=frontier).values_list(
+                "summary_id", flat=True
             )
         ) - set(found)
+        found.extend(frontier)
     return found
 
 
-def unfold(summary: MemoryEntry) -> int:
-    """Delete a summary (and any summary built on it); its originals become verbatim.
+def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
+    """Summaries whose row no longer matches its signature: mark, retire, announce."""
+    summaries = list(summaries)
+    now = timezone.now()
+    with transaction.atomic():
+        SummaryCoverage.objects.filter(summary__in=summaries).update(tampered_at=now)
+        retire([summary.pk for summary in summaries], now=now)
+    for summary in summaries:
+        logger.warning(
+            "agentmemory: summary %s of thread %s does not match its signature; it is "
+            "retired and its originals are recalled verbatim.",
+            summary.pk,
+            summary.thread_id,
+        )
+        signals.summary_tampered.send(
+            sender=MemoryEntry, thread=summary.thread, summary=summary, span=None
+        )
 
-    Returns the number of summaries deleted.
+
+def verify(*, resign: bool = False) -> dict[str, list[int]]:
+    """Check every live summary and every span against its signature.
+
+    Tampered ones are reported like a recall would. With ``resign`` nothing is
+    reported: every row is signed anew (after a key rotation you have checked).
+    """
+    bad_summaries: list[MemoryEntry] = []
+    for summary in (
+        MemoryEntry.objects.filter(kind=EntryKind.SUMMARY, retired_at__isnull=True)
+        .select_related("coverage", "thread")
+        .iterator(chunk_size=500)
+    ):
+        if resign:
+            SummaryCoverage.objects.filter(pk=summary.pk).update(
+                signature=sign_summary(summary, summary.coverage)
+            )
+        elif not summary_is_intact(summary):
+            bad_summaries.append(summary)
+    bad_spans: list[FoldedSpan] = []
+    for span in FoldedSpan.objects.filter(tampered_at__isnull=True).select_related(
+        "thread"
+    ).iterator(chunk_size=500):
+        if resign:
+            FoldedSpan.objects.filter(pk=span.pk).update(signature=sign_span(span))
+        elif not span_is_intact(span):
+            bad_spans.append(span)
+    if bad_summaries:
+        report_tampered(bad_summaries)
+    for span in bad_spans:
+        report_tampered_span(span)
+    return {
+        "summaries": [summary.pk for summary in bad_summaries],
+        "spans": [span.pk for span in bad_spans],
+    }
+
+
+def retire(summary_ids: Iterable[int], *, now: datetime | None = None) -> int:
+    """Retire summaries: never recalled again, covering nothing, still readable."""
+    ids = list(summary_ids)
+    with transaction.atomic():
+        count = MemoryEntry.objects.filter(pk__in=ids, retired_at__isnull=True).update(
+            retired_at=now or timezone.now()
+        )
+        MemoryEntry.objects.filter(covered_by__in=ids).update(covered_by=None)
+    return count
+
+
+def unfold(summary: MemoryEntry) -> int:
+    """Unfold a summary (and any summary built on it): its originals become verbatim.
+
+    The summary is retired, not deleted, so a recall receipt that showed it can still
+    be replayed and its history read. Returns how many summaries were retired.
     """
     _require_summary(summary)
     with transaction.atomic():
-        ids = [summary.pk, *derived_summaries([summary])]
-        MemoryEntry.objects.filter(pk__in=ids).delete()
-    return len(ids)
+        return retire([summary.pk, *derived_summaries([summary])])
+
+
+def regenerate(summary: MemoryEntry, **overrides: Any) -> FoldOutcome:
+    """Fold the same span again with a new call; the old version stays readable."""
+    _require_summary(summary)
+    config = RecallConfig.build(**overrides)
+    unfold(summary)
+    span = expand(summary)
+    plan = plan_span(span, config)
+    if plan is None:
+        return decline_not_worth_a_call(summary.thread, get_summarizer())
+    return fold_span(summary.thread, plan, config, get_summarizer())
+
+
+def review(summary: MemoryEntry, user: Any, *, approve: bool) -> bool:
+    """Staff review of a flagged summary. Approving a held one lets it cover its span
+    (True when it now does); rejecting retires it."""
+    _require_summary(summary)
+    with transaction.atomic():
+        SummaryCoverage.objects.filter(summary=summary).update(
+            reviewed_at=timezone.now(), reviewed_by=user
+        )
+        if not approve:
+            retire([summary.pk])
+            return False
+        if summary.held_at is None:
+            return summary.covered_by_id is None and summary.retired_at is None
+        ids = list(summary.sources.values_list("entry_id", flat=True))
+        try:
+            with transaction.atomic():
+                claimed = MemoryEntry.objects.filter(
+                    pk__in=ids, covered_by__isnull=True, retired_at__isnull=True
+                ).update(covered_by=summary)
+                if claimed != len(ids):
+                    raise _SpanTaken
+        except _SpanTaken:
+            # The span was folded or erased while the summary waited: it can cover
+            # nothing now, so it leaves recall for good.
+            retire([summary.pk])
+            return False
+        MemoryEntry.objects.filter(pk=summary.pk).update(held_at=None)
+    return True
+
+
+class _SpanTaken(Exception):
+    pass
 
 
 # ---------------------------------------------------------------- erasure
 
 
 def erase_entry(entry: MemoryEntry) -> None:
-    """Delete an entry and every summary derived from it, in one transaction (law 7)."""
+    """Delete an entry and every summary derived from it, with the receipts that showed
+    them, in one transaction (law 7)."""
     with transaction.atomic():
         ids = [entry.pk, *derived_summaries([entry])]
+        RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
         MemoryEntry.objects.filter(pk__in=ids).delete()
 
 
@@ -447,10 +619,12 @@ def purge_expired(
     batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
     expired_entries = MemoryEntry.objects.filter(covered_by__isnull=True, expires_at__lte=now)
     expired_spans = FoldedSpan.objects.filter(expires_at__lte=now)
+    expired_receipts = RecallReceipt.objects.filter(expires_at__lte=now)
     if thread_ids is not None:
         thread_ids = list(thread_ids)
         expired_entries = expired_entries.filter(thread_id__in=thread_ids)
         expired_spans = expired_spans.filter(thread_id__in=thread_ids)
+        expired_receipts = expired_receipts.filter(thread_id__in=thread_ids)
     entries = spans = batches = 0
     while max_batches is None or batches < max_batches:
         with transaction.atomic():
@@ -460,9 +634,16 @@ def purge_expired(
                 ]
             )
             span_ids = list(expired_spans.values_list("pk", flat=True)[:batch_size])
-            if not roots and not span_ids:
+            receipt_ids = list(expired_receipts.values_list("pk", flat=True)[:batch_size])
+            if not roots and not span_ids and not receipt_ids:
                 break
             doomed = _with_covered(roots)
+            # Retired or held summaries built on a purged entry cover nothing, but they
+            # would stand for originals that are gone: they go with them.
+            doomed += derived_summary_ids(doomed)
+            RecallReceipt.objects.filter(
+                Q(pk__in=receipt_ids) | Q(items__entry_id__in=doomed)
+            ).delete()
             # Unlink first, so the delete is one statement rather than a SET NULL each.
             MemoryEntry.objects.filter(pk__in=doomed).update(covered_by=None)
             entries += MemoryEntry.objects.filter(pk__in=doomed).delete()[1].get(

@@ -10,6 +10,11 @@
 exception class name for ``summarizer-failed``, else ``""``).
 
 Both are sent with ``sender`` = the summarizer class.
+
+``summary_tampered``: a stored summary or folded span no longer matches its keyed
+fingerprint (someone edited the row). Arguments: ``thread``, ``summary`` (or None),
+``span`` (or None). Sent with ``sender`` = the model class. The summary is retired and
+its originals are recalled verbatim; the span is no longer returned by lookups.
 """
 
 from __future__ import annotations
@@ -18,3 +23,4 @@ from django.dispatch import Signal
 
 fold_completed = Signal()
 fold_declined = Signal()
+summary_tampered = Signal()

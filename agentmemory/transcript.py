@@ -11,6 +11,8 @@ import json
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from agentmemory.quarantine import strip_invisible
+
 TRANSCRIPT_OPEN = "<<<TRANSCRIPT>>>"
 TRANSCRIPT_CLOSE = "<<<END TRANSCRIPT>>>"
 
@@ -51,12 +53,14 @@ def render_tool_call(call: dict[str, Any]) -> str:
     arguments = call.get("arguments", "")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
-    return f"{call.get('name', 'unknown')}({arguments})"
+    return strip_invisible(f"{call.get('name', 'unknown')}({arguments})")
 
 
 def _as_data(content: str) -> str:
     """Content can never end the transcript or pass for another message: the delimiters
-    are defused, and continuation lines are indented under their message."""
+    are defused, continuation lines are indented under their message, and invisible
+    characters (which can carry instructions nobody reviewing the text can see) go."""
+    content = strip_invisible(content)
     for marker in (TRANSCRIPT_OPEN, TRANSCRIPT_CLOSE):
         content = content.replace(marker, marker.replace("<<<", "<<").replace(">>>", ">>"))
     return content.replace("\n", "\n  ")

@@ -194,8 +194,8 @@ def test_erase_entry_and_unfold_agree_on_a_summary() -> None:
     assert services.unfold(outer_two) == 1
 
     def shape(thread: Thread) -> list[tuple[str, int, bool]]:
-        rows = MemoryEntry.objects.filter(thread=thread).order_by("position", "id")
-        return [(e.kind, e.turn, e.covered_by_id is None) for e in rows]
+        rows = MemoryEntry.objects.filter(thread=thread, retired_at__isnull=True)
+        return [(e.kind, e.turn, e.covered_by_id is None) for e in rows.order_by("position", "id")]
 
     assert shape(one) == shape(two)
 

@@ -70,7 +70,10 @@ def messages_of(thread: Thread) -> list[MemoryEntry]:
 
 
 def summaries_of(thread: Thread) -> list[MemoryEntry]:
-    return list(MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY))
+    """The thread's summaries that are not retired (unfolding retires, never deletes)."""
+    return list(
+        MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY, retired_at__isnull=True)
+    )
 
 
 # ---------------------------------------------------------------- law 1
@@ -102,12 +105,15 @@ def test_unfold_makes_the_next_recall_verbatim() -> None:
     before = snapshot(entries)
     summary = MemoryEntry.objects.get(pk=services.recall(thread, BIG, now=NOW).folded_summary_id)
 
-    deleted = services.unfold(summary)
+    retired = services.unfold(summary)
     result = services.recall(thread, BIG, now=NOW, **NO_FOLD)
 
-    assert deleted == 1
+    assert retired == 1
     assert summaries_of(thread) == []
-    assert not SummaryCoverage.objects.exists()
+    summary.refresh_from_db()
+    assert summary.retired_at is not None  # kept readable: receipts and history point at it
+    assert not MemoryEntry.objects.filter(covered_by=summary).exists()
+    assert [e.pk for e in services.expand(summary)] == [e.pk for e in entries[:12]]
     assert [m.id for m in result.messages] == [e.pk for e in entries]
     assert {m.kind for m in result.messages} == {"message"}
     assert snapshot(entries) == before

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from agentmemory import ledger
+from agentmemory import __version__, ledger
+from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
+from agentmemory.facts import FactCheck, check_facts, missing_facts_note
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -25,18 +28,24 @@ from agentmemory.models import (
     MemoryEntry,
     Role,
     SummaryCoverage,
+    SummarySource,
     Thread,
     summary_key,
 )
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.quarantine import injection_flags, strip_invisible
+from agentmemory.signing import sign_summary
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import summary_label
+from agentmemory.transcript import render_tool_call, summary_label
 
 NOT_WORTH_A_CALL = "not-worth-a-call"
 SUMMARIZER_FAILED = "summarizer-failed"
 NOT_SMALLER = "not-smaller"
 ALREADY_FOLDED = "already-folded"
+LOST_FACTS = "lost-facts"
+QUOTA_EXCEEDED = "quota-exceeded"
+HELD_FOR_REVIEW = "held-for-review"
 
 
 @dataclass(frozen=True)
@@ -109,6 +118,19 @@ def plan_fold(loaded: list[MemoryEntry], config: RecallConfig) -> FoldPlan | Non
     )
 
 
+def plan_span(span: list[MemoryEntry], config: RecallConfig) -> FoldPlan | None:
+    """A plan over an exact span (regenerating a summary), checked like any other."""
+    if len(span) < config.min_fold_entries:
+        return None
+    return FoldPlan(
+        before=[],
+        span=span,
+        kept=[],
+        from_turn=min(_first_turn(entry) for entry in span),
+        to_turn=max(entry.turn for entry in span),
+    )
+
+
 def _first_whole_turn(loaded: list[MemoryEntry], cut: int) -> int:
     """Where the first whole turn starts: the load's far edge may cut its oldest turn (and
     a tool call from its results) in two, and half a turn is never folded. Only that
@@ -155,13 +177,20 @@ def fold_span(
     """
     purpose = FoldPurpose.RECALL_FOLD
     span_key = plan.span_key
-    if FoldLatch.objects.filter(thread=thread, purpose=purpose, span_key=span_key).exists():
-        return _decline(thread, summarizer, NOT_SMALLER, latched=True)
-    if MemoryEntry.objects.filter(thread=thread, summary_key=plan.key).exists():
-        # The write-back could only hit the unique key: a call now is paid for nothing,
-        # and on every later recall too (a span starting in a partly loaded turn can
-        # repeat the turns of the summary it contains).
+    latch = FoldLatch.objects.filter(thread=thread, purpose=purpose, span_key=span_key)
+    for reason in latch.values_list("reason", flat=True):
+        return _decline(thread, summarizer, reason, latched=True)
+    versions = list(
+        MemoryEntry.objects.filter(thread=thread, summary_key=plan.key).values_list(
+            "retired_at", flat=True
+        )
+    )
+    if None in versions:
+        # A live summary holds this key: the write-back could only hit the unique
+        # constraint, so a call now would be paid for nothing.
         return _decline(thread, summarizer, ALREADY_FOLDED)
+    if ledger.quota_exceeded(thread):
+        return _decline(thread, summarizer, QUOTA_EXCEEDED)
 
     started = time.monotonic()
     try:
@@ -176,31 +205,39 @@ def fold_span(
             raise
         return report_summarizer_failure(thread, summarizer, exc)
 
+    text = strip_invisible(result.text)
     label = summary_label(
         from_turn=plan.from_turn,
         to_turn=plan.to_turn,
         entry_count=len(plan.span),
         model=summarizer.model,
     )
-    content = f"{label}\n{result.text}"
+    content = f"{label}\n{text}"
+    facts = check_facts(map(fact_text, plan.span), text)
+    threshold, action = fact_gate()
+    if threshold is not None and facts.score < threshold:
+        if action == "decline":
+            return _refuse(
+                thread, summarizer, plan, started, result, attempt,
+                CallOutcome.REFUSED_LOST_FACTS, LOST_FACTS,
+            )
+        content = f"{content}\n{missing_facts_note(facts.missing)}"
     tokens = count_tokens(content)
     if tokens >= plan.span_tokens:
-        _record_call(
-            thread, summarizer, plan, started, CallOutcome.REFUSED_NOT_SMALLER, result,
-            attempt=attempt,
+        return _refuse(
+            thread, summarizer, plan, started, result, attempt,
+            CallOutcome.REFUSED_NOT_SMALLER, NOT_SMALLER,
         )
-        FoldLatch.objects.get_or_create(
-            thread=thread,
-            purpose=purpose,
-            span_key=span_key,
-            defaults={"reason": NOT_SMALLER, "entry_count": len(plan.span),
-                      "model": summarizer.model},
-        )
-        return _decline(thread, summarizer, NOT_SMALLER, result, called=True)
 
-    summary = _write_back(
-        thread, plan, config, summarizer, result, content, tokens, started, attempt
+    flags = sorted(
+        {flag for entry in plan.span for flag in injection_flags(entry.content)}
+        | {f"output:{flag}" for flag in injection_flags(result.text)}
     )
+    draft = _Draft(
+        content=content, tokens=tokens, result=result, facts=facts, flags=flags,
+        version=len(versions) + 1, prompt_hash=prompt_hash(config.instruction),
+    )
+    summary = _write_back(thread, plan, config, summarizer, draft, started, attempt)
     if summary is None:
         # Another worker folded this span first; its summary is the one that counts.
         return _decline(thread, summarizer, ALREADY_FOLDED, result, called=True)
@@ -208,7 +245,63 @@ def fold_span(
         thread, summarizer, purpose=purpose, result=result, entry_count=len(plan.span),
         summary=summary,
     )
+    if summary.held_at is not None:
+        # Held for review: stored and listed for staff, but recall stays verbatim.
+        return FoldOutcome(summary=None, decline=HELD_FOR_REVIEW, called=True)
     return FoldOutcome(summary=summary, called=True, plan=plan)
+
+
+def fact_text(entry: MemoryEntry) -> str:
+    """What the fact gate reads of an entry: a message's words and tool arguments, or a
+    nested summary's text without its label (the label's numbers are ours, not facts)."""
+    if entry.is_summary:
+        return entry.content.partition("\n")[2]
+    arguments = " ".join(render_tool_call(call) for call in entry.tool_calls or [])
+    return f"{entry.content} {arguments}"
+
+
+def fact_gate() -> tuple[float | None, str]:
+    gate = memory_settings.FACT_GATE or {}
+    threshold = gate.get("THRESHOLD")
+    return (float(threshold) if threshold is not None else None), gate.get("ACTION", "decline")
+
+
+def prompt_hash(instruction: str) -> str:
+    return hashlib.sha256(instruction.encode()).hexdigest()
+
+
+def _refuse(
+    thread: Thread,
+    summarizer: BaseSummarizer,
+    plan: FoldPlan,
+    started: float,
+    result: SummaryResult,
+    attempt: int,
+    outcome: str,
+    reason: str,
+) -> FoldOutcome:
+    """A paid call whose summary is dropped; the span is latched, never asked again."""
+    _record_call(thread, summarizer, plan, started, outcome, result, attempt=attempt)
+    FoldLatch.objects.get_or_create(
+        thread=thread,
+        purpose=FoldPurpose.RECALL_FOLD,
+        span_key=plan.span_key,
+        defaults={"reason": reason, "entry_count": len(plan.span), "model": summarizer.model},
+    )
+    return _decline(thread, summarizer, reason, result, called=True)
+
+
+@dataclass(frozen=True)
+class _Draft:
+    """A summary that passed every check, ready to be written."""
+
+    content: str
+    tokens: int
+    result: SummaryResult
+    facts: FactCheck
+    flags: list[str]
+    version: int
+    prompt_hash: str
 
 
 def _write_back(
@@ -216,9 +309,7 @@ def _write_back(
     plan: FoldPlan,
     config: RecallConfig,
     summarizer: BaseSummarizer,
-    result: SummaryResult,
-    content: str,
-    tokens: int,
+    draft: _Draft,
     started: float,
     attempt: int,
 ) -> MemoryEntry | None:
@@ -227,6 +318,8 @@ def _write_back(
     expiries = [entry.expires_at for entry in plan.span]
     # Law 7: a summary expires with the newest original it covers, never later.
     expires_at: datetime | None = None if None in expiries else max(e for e in expiries if e)
+    held = bool(draft.flags) and memory_settings.HOLD_FLAGGED
+    result = draft.result
     try:
         with transaction.atomic():
             Thread.objects.select_for_update().filter(pk=thread.pk).first()
@@ -234,32 +327,50 @@ def _write_back(
                 thread=thread,
                 kind=EntryKind.SUMMARY,
                 role=Role.SYSTEM,
-                content=content,
+                content=draft.content,
                 turn=plan.to_turn,
                 position=newest.position,
                 tier=config.summary_tier,
-                token_count=tokens,
+                token_count=draft.tokens,
                 created_at=max(entry.created_at for entry in plan.span),
                 expires_at=expires_at,
                 summary_key=plan.key,
+                held_at=timezone.now() if held else None,
             )
-            claimed = (
-                MemoryEntry.objects.filter(pk__in=ids, covered_by__isnull=True)
-                .exclude(pk=summary.pk)
-                .update(covered_by=summary)
+            if not held:
+                claimed = MemoryEntry.objects.filter(
+                    pk__in=ids, covered_by__isnull=True
+                ).update(covered_by=summary)
+                if claimed != len(ids):
+                    raise _SpanChanged
+            SummarySource.objects.bulk_create(
+                SummarySource(summary=summary, entry_id=pk) for pk in ids
             )
-            if claimed != len(ids):
-                raise _SpanChanged
-            summary.coverage = SummaryCoverage.objects.create(
+            coverage = SummaryCoverage(
                 summary=summary,
                 from_turn=plan.from_turn,
                 to_turn=plan.to_turn,
                 entry_count=len(ids),
                 span_tokens=plan.span_tokens,
+                original_tokens=sum(
+                    e.coverage.original_tokens if e.is_summary else e.token_count
+                    for e in plan.span
+                ),
                 model=summarizer.model,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
+                version=draft.version,
+                prompt_hash=draft.prompt_hash,
+                temperature=summarizer.temperature,
+                seed=summarizer.seed,
+                library_version=__version__,
+                fact_score=draft.facts.score,
+                missing_facts=[fact.text for fact in draft.facts.missing],
+                injection_flags=draft.flags,
             )
+            coverage.signature = sign_summary(summary, coverage)
+            coverage.save(force_insert=True)
+            summary.coverage = coverage
             _record_call(
                 thread, summarizer, plan, started, CallOutcome.FOLDED, result,
                 summary=summary, attempt=attempt,

@@ -34,6 +34,9 @@ class BaseSummarizer:
 
     #: Options this backend accepts in ``AGENTMEMORY['SUMMARIZER']['OPTIONS']``.
     option_names: frozenset[str] = frozenset()
+    #: Recorded on every summary (provenance); None where the backend cannot set it.
+    temperature: float | None = None
+    seed: int | None = None
 
     def __init__(self, *, model: str, options: dict[str, Any] | None = None) -> None:
         if not isinstance(model, str) or not model.strip():

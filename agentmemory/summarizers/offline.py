@@ -26,6 +26,7 @@ class OfflineSummarizer(BaseSummarizer):
     """
 
     option_names = frozenset({"MAX_WORDS", "MAX_LINES"})
+    temperature = 0.0  # deterministic by construction
 
     def complete(self, prompt: list[ChatMessage]) -> SummaryResult:
         transcript = prompt[-1]["content"]

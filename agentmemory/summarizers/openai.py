@@ -43,6 +43,7 @@ class OpenAISummarizer(BaseSummarizer):
             )
         self.timeout = float(timeout)
         self.seed = int(self.options.get("SEED", 0))
+        self.temperature = 0.0
         self.api_key_env = str(self.options.get("API_KEY_ENV", "OPENAI_API_KEY"))
         self._client: openai.OpenAI | None = None
 

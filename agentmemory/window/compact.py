@@ -7,6 +7,7 @@ dropped messages reads the journal instead of calling again (law 12).
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,14 +16,18 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentmemory import ledger
+from agentmemory import __version__, ledger, signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError
+from agentmemory.facts import FactCheck, check_facts, missing_facts_note
 from agentmemory.messages import clean_message
 from agentmemory.models import CallOutcome, FoldedSpan, FoldLatch, FoldPurpose, RetainPolicy, Thread
-from agentmemory.summarizers import get_summarizer
+from agentmemory.pipeline.summarize import fact_gate, prompt_hash
+from agentmemory.quarantine import injection_flags, strip_invisible
+from agentmemory.signing import sign_span, span_is_intact
+from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import render_message
+from agentmemory.transcript import render_message, render_tool_call
 from agentmemory.window.frame import (
     frame_label,
     looks_like_frame,
@@ -35,7 +40,12 @@ from agentmemory.window.seams import Selection, WindowMessage, WindowSeam, get_w
 NOT_WORTH_A_CALL = "not-worth-a-call"
 SUMMARIZER_FAILED = "summarizer-failed"
 NOT_SMALLER = "not-smaller"
+LOST_FACTS = "lost-facts"
+QUOTA_EXCEEDED = "quota-exceeded"
+TAMPERED = "tampered"
 PURPOSE = FoldPurpose.WINDOW_FOLD
+
+logger = logging.getLogger("agentmemory")
 
 
 @dataclass(frozen=True)
@@ -102,10 +112,19 @@ def compact(
     key = span_fingerprint(selection.drop)
     recorded = FoldedSpan.objects.filter(thread=thread, span_fingerprint=key).first()
     if recorded is not None:
-        return Compaction(window=_new_window(selection, recorded), span=recorded, reused=True)
-    if FoldLatch.objects.filter(thread=thread, purpose=PURPOSE, span_key=key).exists():
-        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=NOT_SMALLER, latched=True)
-        return Compaction(window=unchanged, span=None, refusal=NOT_SMALLER)
+        if recorded.tampered_at is None and span_is_intact(recorded):
+            return Compaction(window=_new_window(selection, recorded), span=recorded, reused=True)
+        # An edited journal entry is never replayed into a model's window.
+        if recorded.tampered_at is None:
+            report_tampered_span(recorded)
+        return Compaction(window=unchanged, span=None, refusal=TAMPERED)
+    latch = FoldLatch.objects.filter(thread=thread, purpose=PURPOSE, span_key=key)
+    for reason in latch.values_list("reason", flat=True):
+        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=reason, latched=True)
+        return Compaction(window=unchanged, span=None, refusal=reason)
+    if ledger.quota_exceeded(thread):
+        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=QUOTA_EXCEEDED)
+        return Compaction(window=unchanged, span=None, refusal=QUOTA_EXCEEDED)
 
     def record(outcome: str, **extra: Any) -> None:
         ledger.record_call(
@@ -126,22 +145,39 @@ def compact(
         )
         return Compaction(window=unchanged, span=None, refusal=SUMMARIZER_FAILED)
 
+    def refuse(outcome: str, reason: str) -> Compaction:
+        record(outcome, result=result)
+        FoldLatch.objects.get_or_create(
+            thread=thread, purpose=PURPOSE, span_key=key,
+            defaults={"reason": reason, "entry_count": len(selection.drop),
+                      "model": summarizer.model},
+        )
+        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=reason, result=result)
+        return Compaction(window=unchanged, span=None, refusal=reason)
+
+    text = strip_invisible(result.text)
     label = frame_label(
         message_count=len(selection.drop), iteration=iteration, model=summarizer.model,
         retain=retain,
     )
-    content = summary_message_content(label, result.text)
+    content = summary_message_content(label, text)
+    facts = check_facts((_fact_text(message) for message in selection.drop), text)
+    threshold, action = fact_gate()
+    if threshold is not None and facts.score < threshold:
+        if action == "decline":
+            return refuse(CallOutcome.REFUSED_LOST_FACTS, LOST_FACTS)
+        content = f"{content}\n{missing_facts_note(facts.missing)}"
     if not _more_tokens_than(selection.drop, count_tokens(f"user: {content}")):
-        record(CallOutcome.REFUSED_NOT_SMALLER, result=result)
-        FoldLatch.objects.get_or_create(
-            thread=thread, purpose=PURPOSE, span_key=key,
-            defaults={"reason": NOT_SMALLER, "entry_count": len(selection.drop),
-                      "model": summarizer.model},
-        )
-        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=NOT_SMALLER, result=result)
-        return Compaction(window=unchanged, span=None, refusal=NOT_SMALLER)
+        return refuse(CallOutcome.REFUSED_NOT_SMALLER, NOT_SMALLER)
 
-    span = _journal(thread, selection, key, content, iteration, retain, summarizer.model, result)
+    flags = sorted(
+        {flag for message in selection.drop for flag in injection_flags(message.content)}
+        | {f"output:{flag}" for flag in injection_flags(result.text)}
+    )
+    span = _journal(
+        thread, selection, key, content, iteration, retain, summarizer, result,
+        facts=facts, flags=flags,
+    )
     if span is None:  # a concurrent run journaled the same span first: use its record
         record(CallOutcome.DECLINED, result=result, error=IntegrityError("span recorded"))
         span = FoldedSpan.objects.get(thread=thread, span_fingerprint=key)
@@ -170,6 +206,11 @@ def _instruction() -> str:
     return str(memory_settings.SUMMARY_INSTRUCTION or DEFAULT_INSTRUCTION)
 
 
+def _fact_text(message: WindowMessage) -> str:
+    arguments = " ".join(render_tool_call(call) for call in message.tool_calls)
+    return f"{message.content} {arguments}"
+
+
 def _journal(
     thread: Thread,
     selection: Selection,
@@ -177,8 +218,11 @@ def _journal(
     content: str,
     iteration: int,
     retain: str,
-    model: str,
+    summarizer: BaseSummarizer,
     result: Any,
+    *,
+    facts: FactCheck,
+    flags: list[str],
 ) -> FoldedSpan | None:
     from agentmemory.services import thread_ttl
 
@@ -191,14 +235,21 @@ def _journal(
     }
     try:
         with transaction.atomic():
-            span = FoldedSpan.objects.create(
+            span = FoldedSpan(
                 thread=thread,
                 fingerprint=summary_fingerprint(content),
                 span_fingerprint=key,
                 content=content,
                 message_count=len(selection.drop),
                 iteration=iteration,
-                model=model,
+                model=summarizer.model,
+                prompt_hash=prompt_hash(_instruction()),
+                temperature=summarizer.temperature,
+                seed=summarizer.seed,
+                library_version=__version__,
+                fact_score=facts.score,
+                missing_facts=[fact.text for fact in facts.missing],
+                injection_flags=flags,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 retain=retain,
@@ -208,6 +259,8 @@ def _journal(
                 created_at=now,
                 expires_at=now + ttl if ttl is not None else None,
             )
+            span.signature = sign_span(span)
+            span.save(force_insert=True)
             if nested_keys:
                 span.nested_spans.set(
                     FoldedSpan.objects.filter(thread=thread, fingerprint__in=nested_keys)
@@ -245,7 +298,24 @@ def folded_span_for(thread: Thread, message: Mapping[str, Any] | str) -> FoldedS
     span with originals" are three different answers.
     """
     fingerprint = summary_fingerprint(_content_of(message))
-    return FoldedSpan.objects.filter(thread=thread, fingerprint=fingerprint).first()
+    span = FoldedSpan.objects.filter(
+        thread=thread, fingerprint=fingerprint, tampered_at__isnull=True
+    ).first()
+    if span is not None and not span_is_intact(span):
+        report_tampered_span(span)  # an edited record answers nothing
+        return None
+    return span
+
+
+def report_tampered_span(span: FoldedSpan) -> None:
+    FoldedSpan.objects.filter(pk=span.pk).update(tampered_at=timezone.now())
+    logger.warning(
+        "agentmemory: folded span %s of thread %s does not match its signature; lookups "
+        "no longer return it.",
+        span.pk,
+        span.thread_id,
+    )
+    signals.summary_tampered.send(sender=FoldedSpan, thread=span.thread, summary=None, span=span)
 
 
 def folded_messages(thread: Thread) -> list[dict[str, Any]]:

@@ -1,0 +1,98 @@
+"""The fact-retention gate: which specifics of a span does its summary still carry?
+
+A summary that drops the amount a customer was refunded is worse than no summary,
+and nothing downstream can tell. Before a summary is stored, the specifics of the span
+(amounts, numbers, dates, ids, e-mail addresses, URLs, file paths, quoted names) are
+extracted and looked for in the summary text; the score and the missing facts are
+stored on the coverage, and below a threshold the fold declines or lists them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+# Order matters: longer, more specific shapes first, and each match is removed from the
+# text before the next pattern runs, so "$1,250.00" is one amount, not three numbers.
+_PATTERNS: list[tuple[str, re.Pattern[str]]] = [
+    ("url", re.compile(r"\bhttps?://[^\s<>\"')\]]+", re.I)),
+    ("email", re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")),
+    ("path", re.compile(r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.-]+/)*[\w.-]+\.\w{1,6}\b")),
+    ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"
+                        r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
+    ("amount", re.compile(r"(?:[$€£¥]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?"
+                          r"(?:USD|EUR|GBP|JPY|CHF|dollars|euros)\b)", re.I)),
+    ("id", re.compile(r"\b(?=[A-Z0-9_-]*\d)(?=[A-Z0-9_-]*[A-Z])[A-Z0-9]+(?:[-_][A-Z0-9]+)+\b"
+                      r"|#\d{2,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
+                      r"[0-9a-f]{12}\b", re.I)),
+    ("quoted", re.compile(r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”")),
+    ("number", re.compile(r"(?<![\w.])\d{2,}(?:[.,]\d+)*(?![\w])")),
+]
+
+
+@dataclass(frozen=True)
+class Fact:
+    kind: str
+    text: str
+
+
+@dataclass(frozen=True)
+class FactCheck:
+    """``score``: the share of the span's facts found in the summary (1.0 with none)."""
+
+    facts: list[Fact]
+    missing: list[Fact]
+
+    @property
+    def score(self) -> float:
+        if not self.facts:
+            return 1.0
+        return round(1 - len(self.missing) / len(self.facts), 4)
+
+
+def extract_facts(texts: Iterable[str]) -> list[Fact]:
+    """The specifics of ``texts``, each once, in order of first appearance."""
+    found: dict[tuple[str, str], Fact] = {}
+    for text in texts:
+        rest = text
+        for kind, pattern in _PATTERNS:
+            for match in pattern.finditer(rest):
+                value = next((g for g in match.groups() if g), None) or match.group(0)
+                value = value.strip().rstrip(".,;:")
+                found.setdefault((kind, _normal(kind, value)), Fact(kind, value))
+            rest = pattern.sub(" ", rest)
+    return list(found.values())
+
+
+def _normal(kind: str, value: str) -> str:
+    if kind == "amount":
+        return re.sub(r"[^\d.]", "", value.replace(",", ""))
+    if kind in ("email", "url", "id"):
+        return value.lower()
+    return value
+
+
+def check_facts(span_texts: Iterable[str], summary_text: str) -> FactCheck:
+    facts = extract_facts(span_texts)
+    haystack = summary_text.lower()
+    digits = re.sub(r"(?<=\d),(?=\d{3})", "", summary_text)
+    missing = [fact for fact in facts if not _mentioned(fact, haystack, digits)]
+    return FactCheck(facts=facts, missing=missing)
+
+
+def _mentioned(fact: Fact, haystack: str, digits: str) -> bool:
+    if fact.kind == "amount":
+        number = _normal("amount", fact.text)
+        pattern = rf"(?<![\d.]){re.escape(number)}(?![\d])"
+        return bool(number) and re.search(pattern, digits) is not None
+    if fact.kind == "number" or (fact.kind == "id" and fact.text.startswith("#")):
+        plain = fact.text.lstrip("#").replace(",", "")
+        return re.search(rf"(?<![\d.]){re.escape(plain)}(?![\d])", digits) is not None
+    return fact.text.lower() in haystack
+
+
+def missing_facts_note(missing: list[Fact]) -> str:
+    """The authored list appended after a summary that dropped facts (gate action "append")."""
+    listed = "; ".join(fact.text for fact in missing)
+    return f"[facts from the originals that the summary above does not mention: {listed}]"

@@ -1,0 +1,49 @@
+"""The injection quarantine: text aimed at the model, found in spans and summaries.
+
+Flagging does not change what is stored: a flagged summary is still data behind the
+authored label. Invisible characters are different: they carry instructions a reader
+cannot see, so they are stripped on the way into the summarizer and out of it.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Unicode tag characters (U+E0000-U+E007F) spell hidden ASCII; zero-width and bidi
+# controls hide or reorder text.
+_INVISIBLE = re.compile(
+    "[\U000e0000-\U000e007f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad]"
+)
+
+_RULES: list[tuple[str, re.Pattern[str]]] = [
+    ("ignore-instructions", re.compile(
+        r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}\b(?:previous|prior|above|"
+        r"earlier|all|system)\b[^.\n]{0,20}\b(?:instructions?|prompts?|rules?|messages?)\b",
+        re.I)),
+    ("role-override", re.compile(
+        r"(?:^|\n)\s*(?:system|assistant|developer)\s*:|\byou are now\b|\bnew instructions?\b"
+        r"|\bact as (?:the )?(?:system|developer|admin)\b|<\|?(?:im_start|system)\|?>",
+        re.I)),
+    ("tool-call-imitation", re.compile(
+        r"\"(?:tool_calls|function_call)\"\s*:|<tool_call>|<function_calls?>|\btool_result\[",
+        re.I)),
+    ("prompt-exfiltration", re.compile(
+        r"\b(?:reveal|print|show|repeat)\b[^.\n]{0,30}\b(?:system prompt|instructions|api key)\b",
+        re.I)),
+]
+
+
+def has_invisible(text: str) -> bool:
+    return _INVISIBLE.search(text) is not None
+
+
+def strip_invisible(text: str) -> str:
+    return _INVISIBLE.sub("", text)
+
+
+def injection_flags(text: str) -> list[str]:
+    """The rules ``text`` trips, in a fixed order; empty when it looks like plain data."""
+    flags = [name for name, pattern in _RULES if pattern.search(text)]
+    if has_invisible(text):
+        flags.append("invisible-characters")
+    return flags

@@ -1,0 +1,85 @@
+"""Keyed fingerprints of summaries and spans: a row edited in the database is detected.
+
+HMAC-SHA256 over a canonical payload, with AGENTMEMORY['SIGNING_KEY'] or, when that is
+None, a key derived from SECRET_KEY (Django's salted_hmac). Rotating the key makes
+every stored summary fail verification: ``manage.py agentmemory_verify --resign``
+re-signs them under the new key after you have checked them.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+from typing import Any
+
+from django.conf import settings
+from django.utils.crypto import salted_hmac
+
+from agentmemory.conf import memory_settings
+from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage
+
+_SALT = "agentmemory.signing"
+
+
+def _sign(payload: dict[str, Any]) -> str:
+    value = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
+    secret = memory_settings.SIGNING_KEY or settings.SECRET_KEY
+    return salted_hmac(_SALT, value, secret=secret, algorithm="sha256").hexdigest()
+
+
+def summary_payload(summary: MemoryEntry, coverage: SummaryCoverage) -> dict[str, Any]:
+    """What a summary's signature covers: its text and key, and its coverage facts."""
+    return {
+        "thread": summary.thread_id,
+        "key": summary.summary_key,
+        "content": summary.content,
+        "turn": summary.turn,
+        "position": summary.position,
+        "tokens": summary.token_count,
+        "from_turn": coverage.from_turn,
+        "to_turn": coverage.to_turn,
+        "entry_count": coverage.entry_count,
+        "span_tokens": coverage.span_tokens,
+        "original_tokens": coverage.original_tokens,
+        "model": coverage.model,
+        "version": coverage.version,
+        "prompt_hash": coverage.prompt_hash,
+        "temperature": coverage.temperature,
+        "seed": coverage.seed,
+        "library_version": coverage.library_version,
+    }
+
+
+def sign_summary(summary: MemoryEntry, coverage: SummaryCoverage) -> str:
+    return _sign(summary_payload(summary, coverage))
+
+
+def summary_is_intact(summary: MemoryEntry) -> bool:
+    coverage = summary.coverage
+    return hmac.compare_digest(coverage.signature, sign_summary(summary, coverage))
+
+
+def span_payload(span: FoldedSpan) -> dict[str, Any]:
+    return {
+        "thread": span.thread_id,
+        "fingerprint": span.fingerprint,
+        "span_fingerprint": span.span_fingerprint,
+        "content": span.content,
+        "messages": span.messages,
+        "message_count": span.message_count,
+        "iteration": span.iteration,
+        "model": span.model,
+        "retain": span.retain,
+        "prompt_hash": span.prompt_hash,
+        "temperature": span.temperature,
+        "seed": span.seed,
+        "library_version": span.library_version,
+    }
+
+
+def sign_span(span: FoldedSpan) -> str:
+    return _sign(span_payload(span))
+
+
+def span_is_intact(span: FoldedSpan) -> bool:
+    return hmac.compare_digest(span.signature, sign_span(span))
