@@ -3,7 +3,7 @@
 Ids: E001 unknown key, E002 summarizer, E003 recall mode, E004 integer knobs,
 E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
 E010 background work (retries, batches, queue), E011 window compaction, E012 API limits,
-W002 the API schema needs drf-spectacular's AutoSchema,
+W002 the API schema needs drf-spectacular's AutoSchema, E013 trust and cost settings,
 W001 the summarizer's API key variable is empty.
 """
 
@@ -154,6 +154,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
               "Use 'conversation' (keep folded messages) or 'discard'.", "E011")
 
     errors.extend(_check_api())
+    _check_trust(error)
 
     for key in ("FORMAT_HEADER", "FORMAT_FOOTER"):
         if not isinstance(get(key), str):
@@ -201,3 +202,31 @@ def _check_api() -> list[CheckMessage]:
                 id="agentmemory.E012",
             ))
     return errors
+
+
+def _check_trust(error: Any) -> None:
+    """E013: receipts, the fact gate, the signing key, holding flagged, the quota."""
+    get = memory_settings.__getattr__
+    for key in ("RECEIPTS", "HOLD_FLAGGED"):
+        if not isinstance(get(key), bool):
+            error(key, f"must be True or False, got {get(key)!r}.", "", "E013")
+    gate = get("FACT_GATE")
+    threshold = gate.get("THRESHOLD") if isinstance(gate, dict) else None
+    if (
+        not isinstance(gate, dict)
+        or set(gate) - {"THRESHOLD", "ACTION"}
+        or gate.get("ACTION", "decline") not in ("decline", "append")
+        or threshold is not None
+        and (not isinstance(threshold, int | float) or not 0 <= threshold <= 1)
+    ):
+        error("FACT_GATE", f"is {gate!r}.",
+              "Use {'THRESHOLD': None or 0..1, 'ACTION': 'decline' or 'append'}.", "E013")
+    key = get("SIGNING_KEY")
+    if key is not None and (not isinstance(key, str) or len(key) < 32):
+        error("SIGNING_KEY", "must be None (derive from SECRET_KEY) or a string of at least "
+              "32 characters.", "Generate one with django.core.management.utils."
+              "get_random_secret_key().", "E013")
+    quota = get("DAILY_TOKEN_QUOTA")
+    if quota is not None and (not _is_int(quota) or quota < 1):
+        error("DAILY_TOKEN_QUOTA", f"must be None or a positive integer, got {quota!r}.",
+              "None means no quota; per-owner overrides live in OwnerQuota.", "E013")

@@ -15,6 +15,8 @@ from agentmemory.conf import memory_settings
 from agentmemory.models import (
     FoldedSpan,
     MemoryEntry,
+    RecallReceipt,
+    ReceiptItem,
     RetainPolicy,
     Role,
     SummarizerCall,
@@ -165,8 +167,10 @@ class CoverageSerializer(serializers.ModelSerializer):
     class Meta:
         model = SummaryCoverage
         fields = [
-            "from_turn", "to_turn", "entry_count", "span_tokens", "model", "summarized_at",
-            "prompt_tokens", "completion_tokens",
+            "from_turn", "to_turn", "entry_count", "span_tokens", "original_tokens", "model",
+            "summarized_at", "prompt_tokens", "completion_tokens", "version", "prompt_hash",
+            "temperature", "seed", "library_version", "tampered_at", "fact_score",
+            "missing_facts", "injection_flags", "reviewed_at",
         ]
 
 
@@ -182,7 +186,8 @@ class EntrySerializer(serializers.ModelSerializer):
 
 
 class SummarySerializer(EntrySerializer):
-    coverage = CoverageSerializer(read_only=True)
+    # Null for a message (the originals list mixes messages and nested summaries).
+    coverage = CoverageSerializer(read_only=True, allow_null=True)
 
     class Meta(EntrySerializer.Meta):
         fields = [*EntrySerializer.Meta.fields, "coverage"]
@@ -237,6 +242,7 @@ class RecallResponseSerializer(serializers.Serializer):
     budget_decline = serializers.CharField(allow_null=True)
     folded_summary_id = serializers.IntegerField(allow_null=True)
     loaded_count = serializers.IntegerField()
+    receipt_id = serializers.IntegerField(allow_null=True)
 
 
 class FoldRequestSerializer(StrictSerializer):
@@ -320,3 +326,42 @@ class UsageTotalsSerializer(serializers.Serializer):
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
     by_outcome = serializers.DictField(child=serializers.IntegerField())
+
+
+# ---------------------------------------------------------------- receipts and savings
+
+
+class ReceiptItemSerializer(serializers.ModelSerializer):
+    entry_id = serializers.IntegerField(read_only=True)
+
+    class Meta:
+        model = ReceiptItem
+        fields = ["order", "entry_id", "kind", "tokens"]
+        read_only_fields = fields
+
+
+class ReceiptSerializer(serializers.ModelSerializer):
+    items = ReceiptItemSerializer(many=True, read_only=True)
+    folded_summary_id = serializers.IntegerField(read_only=True, allow_null=True)
+
+    class Meta:
+        model = RecallReceipt
+        fields = [
+            "id", "turn", "budget_tokens", "tokens", "decline", "budget_decline",
+            "folded_summary_id", "config", "created_at", "expires_at", "items",
+        ]
+        read_only_fields = fields
+
+
+class ReceiptContextSerializer(serializers.Serializer):
+    receipt = ReceiptSerializer()
+    messages = EntrySerializer(many=True)
+    text = serializers.CharField()
+
+
+class SavingsSerializer(serializers.Serializer):
+    spent_tokens = serializers.IntegerField()
+    saved_tokens = serializers.IntegerField()
+    summary_loads = serializers.IntegerField()
+    net_tokens = serializers.IntegerField()
+    ratio = serializers.FloatField(allow_null=True)

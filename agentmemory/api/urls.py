@@ -23,5 +23,10 @@ urlpatterns = [
     path(f"{thread}folds/", views.FoldList.as_view(), name="fold-list"),
     path(f"{thread}folds/lookup/", views.FoldLookup.as_view(), name="fold-lookup"),
     path(f"{thread}usage/", views.Usage.as_view(), name="usage"),
+    path(f"{thread}recalls/", views.ReceiptList.as_view(), name="receipt-list"),
+    path(f"{thread}recalls/<int:receipt_id>/", views.ReceiptDetail.as_view(),
+         name="receipt-detail"),
+    path(f"{thread}savings/", views.ThreadSavings.as_view(), name="thread-savings"),
+    path("savings/", views.OwnerSavings.as_view(), name="owner-savings"),
     path("schema/", views.MemorySchemaView.as_view(), name="schema"),
 ]

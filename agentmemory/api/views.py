@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet, Sum
 from django.shortcuts import get_object_or_404
 from django.urls import include, path
+from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
@@ -26,8 +27,17 @@ from agentmemory.api.permissions import expandable_thread, owned_thread
 from agentmemory.api.throttling import AgentMemoryThrottle
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError
-from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
+from agentmemory.models import (
+    CallOutcome,
+    EntryKind,
+    FoldedSpan,
+    MemoryEntry,
+    RecallReceipt,
+    SummarizerCall,
+    Thread,
+)
 from agentmemory.pipeline.config import InvalidRecallOption
+from agentmemory.receipts import replay, savings
 
 
 class Pagination(PageNumberPagination):
@@ -103,9 +113,17 @@ class ThreadDetail(MemoryAPIView, generics.RetrieveUpdateDestroyAPIView):
 # ---------------------------------------------------------------- entries
 
 
+class ListReadsOnly(AutoSchema):
+    """Only GET pages: an append answers a plain list, and takes no page parameters."""
+
+    def _get_paginator(self) -> Any:
+        return super()._get_paginator() if self.method == "GET" else None
+
+
 class EntryList(MemoryAPIView, generics.ListAPIView):
     serializer_class = s.EntrySerializer
     pagination_class = Pagination
+    schema = ListReadsOnly()
 
     def get_queryset(self) -> QuerySet[MemoryEntry]:
         entries = MemoryEntry.objects.filter(thread=self.thread())
@@ -216,6 +234,7 @@ class Fold(MemoryAPIView):
 
 
 def thread_summaries(thread: Thread) -> QuerySet[MemoryEntry]:
+    """Every summary of the thread, retired versions included (they stay readable)."""
     return (
         MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY)
         .select_related("coverage")
@@ -228,7 +247,19 @@ class SummaryList(MemoryAPIView, generics.ListAPIView):
     pagination_class = Pagination
 
     def get_queryset(self) -> QuerySet[MemoryEntry]:
-        return thread_summaries(self.thread())
+        summaries = thread_summaries(self.thread())
+        if self.request.query_params.get("include_retired") not in ("1", "true"):
+            summaries = summaries.filter(retired_at__isnull=True)
+        return summaries
+
+    @extend_schema(
+        parameters=[OpenApiParameter(
+            "include_retired", bool, description="Also list unfolded, regenerated and "
+            "tampered summaries."
+        )]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.list(request, *args, **kwargs)
 
 
 class SummaryDetail(MemoryAPIView):
@@ -340,7 +371,7 @@ class Usage(MemoryAPIView, generics.ListAPIView):
 
 def usage_totals(calls: QuerySet[SummarizerCall]) -> dict[str, Any]:
     """Calls and tokens of a ledger selection, in one query."""
-    outcomes = ("folded", "declined", "refused-not-smaller", "failed")
+    outcomes = CallOutcome.values
     totals = calls.aggregate(
         calls=Count("id"),
         prompt_tokens=Sum("prompt_tokens", default=0),
@@ -353,6 +384,64 @@ def usage_totals(calls: QuerySet[SummarizerCall]) -> dict[str, Any]:
         "completion_tokens": totals["completion_tokens"],
         "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
     }
+
+
+# ---------------------------------------------------------------- receipts and savings
+
+
+class ReceiptList(MemoryAPIView, generics.ListAPIView):
+    serializer_class = s.ReceiptSerializer
+    pagination_class = Pagination
+
+    def get_queryset(self) -> QuerySet[RecallReceipt]:
+        receipts = RecallReceipt.objects.filter(thread=self.thread()).prefetch_related("items")
+        turn = self.request.query_params.get("turn")
+        if turn is not None:
+            if not turn.isdigit() or int(turn) > s.MAX_INT:
+                raise ValidationError({"turn": ["A turn is a non-negative integer."]})
+            receipts = receipts.filter(turn=int(turn))
+        return receipts.order_by("-created_at", "-id")
+
+    @extend_schema(
+        parameters=[OpenApiParameter(
+            "turn", int, description="Only the recalls made at this turn: what the model "
+            "saw at turn N."
+        )]
+    )
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return self.list(request, *args, **kwargs)
+
+
+class ReceiptDetail(MemoryAPIView):
+    @extend_schema(
+        responses=s.ReceiptContextSerializer,
+        description="The receipt and the context exactly as that recall sent it, rebuilt "
+        "from the rows it names.",
+    )
+    def get(self, request: Request, thread_id: int, receipt_id: int) -> Response:
+        receipt = get_object_or_404(
+            RecallReceipt.objects.prefetch_related("items"), pk=receipt_id, thread=self.thread()
+        )
+        context = replay(receipt)
+        return Response({
+            "receipt": s.ReceiptSerializer(receipt).data,
+            "messages": s.EntrySerializer(context.entries, many=True).data,
+            "text": context.text,
+        })
+
+
+class ThreadSavings(MemoryAPIView):
+    @extend_schema(responses=s.SavingsSerializer, description="Tokens spent summarizing "
+                   "this thread against tokens its summaries saved in recorded recalls.")
+    def get(self, request: Request, thread_id: int) -> Response:
+        return Response(savings(thread=self.thread()))
+
+
+class OwnerSavings(MemoryAPIView):
+    @extend_schema(responses=s.SavingsSerializer, description="The same totals over all "
+                   "of the requesting user's threads.")
+    def get(self, request: Request) -> Response:
+        return Response(savings(owner=request.user))
 
 
 # ---------------------------------------------------------------- schema
