@@ -570,3 +570,40 @@ def test_ids_beyond_the_column_are_404(client: APIClient, thread: Thread, big: i
                  f"{own}summaries/{big}/", f"{own}summaries/{big}/originals/"):
         assert client.get(API + path).status_code == 404, path
     assert client.delete(f"{API}threads/{thread.pk}/entries/{big}/").status_code == 404
+
+
+# ---------------------------------------------------------------- schemathesis findings
+
+
+def schema(client: APIClient) -> dict[str, Any]:
+    response = client.get(f"{API}schema/?format=json")
+    assert response.status_code == 200
+    return dict(json.loads(response.content))
+
+
+def test_an_append_answers_a_plain_list_as_its_schema_says(
+    client: APIClient, thread: Thread
+) -> None:
+    """Regression (schemathesis, response_schema_conformance): the schema documented the
+    append's 201 as a page ({count, results}) with page parameters; it is a list."""
+    operation = schema(client)["paths"][f"{API}threads/{{thread_id}}/entries/"]["post"]
+    body = operation["responses"]["201"]["content"]["application/json"]["schema"]
+    assert body["type"] == "array" and body["items"]["$ref"].endswith("/Entry")
+    assert {p["name"] for p in operation.get("parameters", [])} == {"thread_id"}
+    assert list(operation["requestBody"]["content"]) == ["application/json"]
+    response = post_json(client, entries(thread), {"role": "user", "content": "hi"})
+    assert response.status_code == 201 and isinstance(response.json(), list)
+
+
+def test_originals_that_are_messages_have_a_null_coverage_the_schema_allows(
+    client: APIClient, thread: Thread
+) -> None:
+    """Regression (schemathesis): originals are messages with coverage null, which the
+    schema did not allow."""
+    coverage = schema(client)["components"]["schemas"]["Summary"]["properties"]["coverage"]
+    assert coverage.get("nullable") is True
+    summary = services.fold(thread, trigger_min_entries=4, preserve_recent=2).summary
+    assert summary is not None
+    body = client.get(endpoint(thread, f"summaries/{summary.pk}/originals/")).json()
+    assert body["originals"] and all(row["coverage"] is None for row in body["originals"])
+    assert body["summary"]["coverage"]["entry_count"] == len(body["originals"])

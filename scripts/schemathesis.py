@@ -1,0 +1,234 @@
+"""Fuzz the REST API with Schemathesis against its own OpenAPI schema.
+
+Starts the example project on 127.0.0.1 with a fresh SQLite file in a temp dir
+(migrated, with a token user whose threads hold entries, nested summaries and a
+folded span, so generated ids often name real rows), then runs the Schemathesis CLI
+with the checks ``not_a_server_error`` and ``response_schema_conformance``: first
+every operation except DELETE, then the DELETEs (so erasing a thread early does not
+turn the rest of the run into 404s). Exits non-zero on any failure, or when fewer
+than ``--min-requests`` test cases ran. Nothing leaves 127.0.0.1.
+
+    .venv/bin/python scripts/schemathesis.py [--max-examples 60] [--seed 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+SCHEMATHESIS = str(Path(PYTHON).with_name("schemathesis"))
+CHECKS = "not_a_server_error,response_schema_conformance"
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def seed() -> dict[str, Any]:
+    """Users, a token, and threads with entries, nested summaries and a folded span."""
+    import django
+
+    django.setup()
+    from django.contrib.auth import get_user_model
+    from django.db import connections
+    from rest_framework.authtoken.models import Token
+
+    from agentmemory import services
+    from agentmemory.models import EntryKind, MemoryEntry, Thread
+
+    def turns(first: int, count: int) -> list[dict[str, Any]]:
+        messages: list[dict[str, Any]] = []
+        for n in range(first, first + count):
+            call = f"call-{n}"
+            messages += [
+                {"role": "user", "content": f"Where is order {n}? It has not arrived."},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": call, "name": "lookup_order", "arguments": json.dumps({"id": n})}]},
+                {"role": "tool", "tool_name": "lookup_order", "tool_call_id": call,
+                 "content": json.dumps({"id": n, "status": "in transit"})},
+                {"role": "assistant", "content": f"Order {n} is in transit; it arrives Friday."},
+            ]
+        return messages
+
+    users = get_user_model().objects
+    fuzzer = users.create_user("fuzz", password="fuzz-password")
+    other = users.create_user("other", password="other-password")
+    token = Token.objects.create(user=fuzzer).key
+    knobs = {"preserve_recent": 4, "trigger_min_entries": 8, "load_count": 40}
+    threads = []
+    for index, owner in enumerate([fuzzer, fuzzer, fuzzer, other]):
+        thread = Thread.objects.create(owner=owner, title=f"orders {index}",
+                                       client_key=f"key-{index}")
+        services.append(thread, turns(1, 6))
+        services.fold(thread, **knobs)
+        services.append(thread, turns(7, 4))
+        services.fold(thread, **knobs)
+        window = [{"role": "user", "content": "Chase the late orders."}, *turns(1, 12)[1:]]
+        services.compact(thread, window)
+        threads.append(thread.pk)
+    entries = MemoryEntry.objects.filter(thread_id__in=threads)
+    summaries = list(entries.filter(kind=EntryKind.SUMMARY).values_list("pk", flat=True))
+    messages = list(entries.filter(kind=EntryKind.MESSAGE).values_list("pk", flat=True))
+    connections.close_all()
+    return {
+        "token": token,
+        "threads": threads,
+        "entries": messages[::4] + summaries,
+        "summaries": summaries,
+    }
+
+
+def config_file(directory: Path, ids: dict[str, Any]) -> Path:
+    """Path ids come from the seeded rows most of the time, and are random otherwise."""
+    lines = []
+    for name in ("threads", "entries", "summaries"):
+        lines += [f"[dictionaries.{name}]", f"values = {json.dumps(ids[name])}", ""]
+    lines += [
+        "[parameters]",
+        '"path.thread_id" = { dictionary = "threads", probability = 0.9 }',
+        '"path.entry_id" = { dictionary = "entries", probability = 0.8 }',
+        '"path.summary_id" = { dictionary = "summaries", probability = 0.8 }',
+    ]
+    path = directory / "schemathesis.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def wait_for(url: str, server: subprocess.Popen[bytes], timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if server.poll() is not None:
+            raise SystemExit(f"the server exited with {server.returncode} before answering")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:  # noqa: S310 (loopback)
+                if response.status == 200:
+                    return
+        except OSError:
+            time.sleep(0.3)
+    raise SystemExit(f"no answer from {url} within {timeout:.0f}s")
+
+
+def count_cases(report: Path) -> int:
+    """Test cases (requests) the run made, from its NDJSON event stream."""
+    total = 0
+    for line in report.read_text().splitlines():
+        event = json.loads(line)
+        finished = event.get("ScenarioFinished")
+        if finished:
+            total += sum(1 for _ in iter_cases(finished))
+    return total
+
+
+def iter_cases(finished: dict[str, Any]) -> Any:
+    recorder = finished.get("recorder") or {}
+    for interaction in (recorder.get("interactions") or {}).values():
+        if interaction.get("response") is not None:
+            yield interaction
+
+
+def fuzz(schema: str, token: str, config: Path, report: Path, args: argparse.Namespace,
+         methods: list[str]) -> int:
+    command = [
+        SCHEMATHESIS, "--config-file", str(config), "run", schema,
+        "--header", f"Authorization: Token {token}",
+        "--checks", CHECKS,
+        "--max-examples", str(args.max_examples),
+        "--seed", str(args.seed),
+        "--workers", "1",
+        "--phases", "examples,coverage,fuzzing",
+        "--generation-database", "none",
+        "--request-timeout", "30",
+        "--suppress-health-check", "all",
+        "--report", "ndjson", "--report-ndjson-path", str(report),
+        "--no-color",
+        *methods,
+    ]
+    print("$", " ".join(command[:1] + ["..."] + command[4:5]), " ".join(methods), flush=True)
+    return subprocess.run(command, cwd=report.parent, check=False).returncode
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--max-examples", type=int, default=60,
+                        help="test cases per operation and phase (default 60)")
+    parser.add_argument("--seed", type=int, default=20261130)
+    parser.add_argument("--min-requests", type=int, default=1000)
+    parser.add_argument("--keep", action="store_true", help="keep the temp dir for a look")
+    args = parser.parse_args()
+
+    # Loopback only: no proxy may stand between the client and the server.
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+    work = Path(tempfile.mkdtemp(prefix="agentmemory-fuzz-"))
+    env = {
+        **os.environ,
+        "AGENTMEMORY_FUZZ_DB": str(work / "db.sqlite3"),
+        "DJANGO_SETTINGS_MODULE": "schemathesis_settings",
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "scripts")]),
+        "PYTHONUNBUFFERED": "1",
+    }
+    server: subprocess.Popen[bytes] | None = None
+    log = (work / "server.log").open("wb")
+    try:
+        subprocess.run([PYTHON, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT,
+                       env=env, check=True)
+        os.environ.update({k: env[k] for k in ("AGENTMEMORY_FUZZ_DB", "DJANGO_SETTINGS_MODULE")})
+        sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
+        ids = seed()
+        config = config_file(work, ids)
+        port = free_port()
+        server = subprocess.Popen(
+            [PYTHON, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload",
+             "--nothreading", "--skip-checks"],
+            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+        schema = f"http://127.0.0.1:{port}/api/memory/schema/"
+        wait_for(schema, server)
+        started = time.monotonic()
+        codes = [
+            fuzz(schema, ids["token"], config, work / "report-1.ndjson", args,
+                 ["--exclude-method", "DELETE"]),
+            fuzz(schema, ids["token"], config, work / "report-2.ndjson", args,
+                 ["--include-method", "DELETE"]),
+        ]
+        cases = sum(count_cases(work / f"report-{n}.ndjson") for n in (1, 2))
+        errors = [line for line in (work / "server.log").read_text(errors="replace").splitlines()
+                  if "Internal Server Error" in line]
+        print(f"\nschemathesis: {cases} requests in {time.monotonic() - started:.0f}s; "
+              f"exit codes {codes}; server errors logged: {len(errors)}")
+        if errors:
+            print((work / "server.log").read_text(errors="replace")[-5000:])
+        if cases < args.min_requests:
+            print(f"schemathesis: fewer than {args.min_requests} requests ran")
+            return 1
+        return 0 if codes == [0, 0] and not errors else 1
+    finally:
+        if server is not None and server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(server.pid, signal.SIGKILL)
+        log.close()
+        if args.keep:
+            print(f"kept {work}")
+        else:
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
