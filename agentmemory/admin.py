@@ -9,6 +9,7 @@ users with ``agentmemory.expand_summary``.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from django.contrib import admin, messages
@@ -16,7 +17,8 @@ from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import QuerySet, Value
+from django.db.models import Case, F, QuerySet, TextField, Value, When
+from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -150,7 +152,7 @@ class ThreadAdmin(admin.ModelAdmin):
 
     def timeline_view(self, request: HttpRequest, thread_id: int) -> HttpResponse:
         """The thread in order: every entry and summary, and which summary hides what."""
-        thread = get_object_or_404(Thread.objects.select_related("owner"), pk=thread_id)
+        thread: Thread = get_object_or_404(Thread.objects.select_related("owner"), pk=thread_id)
         if not self.has_view_permission(request, thread):
             raise PermissionDenied
         entries = (
@@ -210,22 +212,55 @@ class ThreadAdmin(admin.ModelAdmin):
             services.erase_thread(thread)
 
 
-class CoveredTextAdmin(admin.ModelAdmin):
-    """Shows a covered row's text (an original of some summary) only to expanders."""
+class OriginalsLookupGuard(admin.ModelAdmin):
+    """Without the permission, no URL lookup (``?content__icontains=``) on the fields that
+    hold originals: the row count would confirm hidden text a word at a time."""
+
+    original_fields: tuple[str, ...] = ()
+
+    def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
+        if lookup.split(LOOKUP_SEP)[0] in self.original_fields and not (
+            request is not None and can_expand(request)
+        ):
+            return False
+        return bool(super().lookup_allowed(lookup, value, request))
+
+
+class CoveredTextAdmin(OriginalsLookupGuard):
+    """Shows a covered row's text (an original of some summary) only to expanders, and
+    searches only the text the user may read (``search_fields`` name ``readable_content``).
+    """
+
+    original_fields = ("content", "tool_calls")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # The permission rides on each row: one check per request, and no state on this
         # ModelAdmin, which every request shares.
-        return super().get_queryset(request).annotate(expandable=Value(can_expand(request)))
+        expandable = can_expand(request)
+        readable = F("content") if expandable else Case(
+            When(covered_by__isnull=True, then=F("content")),
+            default=Value(""),
+            output_field=TextField(),
+        )
+        return super().get_queryset(request).annotate(
+            expandable=Value(expandable), readable_content=readable
+        )
 
     def _hidden(self, obj: MemoryEntry) -> bool:
         return obj.covered_by_id is not None and not getattr(obj, "expandable", False)
 
+    def _hidden_note(self, obj: MemoryEntry) -> str:
+        return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
+
     @admin.display(description="content")
     def shown_content(self, obj: MemoryEntry) -> str:
+        return self._hidden_note(obj) if self._hidden(obj) else obj.content
+
+    @admin.display(description="tool calls")
+    def shown_tool_calls(self, obj: MemoryEntry) -> str:
         if self._hidden(obj):
-            return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
-        return obj.content
+            return self._hidden_note(obj)
+        return json.dumps(obj.tool_calls) if obj.tool_calls else "-"
 
 
 # ---------------------------------------------------------------- entries
@@ -238,14 +273,16 @@ class MemoryEntryAdmin(CoveredTextAdmin):
         covered_by_link, "expires_at",
     )
     list_filter = ("kind", "role", "tier", CoveredFilter, ExpiredFilter)
-    search_fields = ("content", "summary_key", "tool_name", "tool_call_id", "thread__client_key")
+    search_fields = (
+        "readable_content", "summary_key", "tool_name", "tool_call_id", "thread__client_key",
+    )
     list_select_related = ("thread",)
     raw_id_fields = ("thread",)
     date_hierarchy = "created_at"
     ordering = ("-thread_id", "position", "id")
     fields = (
         "thread", "kind", "summary_key", "role", "turn", "position", "shown_content",
-        "tool_calls", "tool_name", "tool_call_id", "token_count", "tier", "created_at",
+        "shown_tool_calls", "tool_name", "tool_call_id", "token_count", "tier", "created_at",
         "expires_at", "covered_by", "metadata",
     )
     readonly_fields = tuple(name for name in fields if name not in ("tier", "metadata"))
@@ -293,10 +330,10 @@ class SummaryCoverageInline(admin.StackedInline):
 class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
     list_display = (
         "id", "summary_key", "thread", "turns", "entry_count", "span_tokens", "token_count",
-        "model", "expires_at", covered_by_link, "expand_link",
+        "summarizer_model", "expires_at", covered_by_link, "expand_link",
     )
     list_filter = ("coverage__model", "tier", ExpiredFilter, CoveredFilter)
-    search_fields = ("content", "summary_key", "thread__client_key", "thread__title")
+    search_fields = ("readable_content", "summary_key", "thread__client_key", "thread__title")
     list_select_related = ("thread", "coverage")
     date_hierarchy = "created_at"
     inlines = [SummaryCoverageInline]
@@ -317,8 +354,9 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
     def span_tokens(self, obj: Summary) -> int:
         return obj.coverage.span_tokens
 
+    # Not named ``model``: that would shadow ModelAdmin.model, the admin's model class.
     @admin.display(description="model", ordering="coverage__model")
-    def model(self, obj: Summary) -> str:
+    def summarizer_model(self, obj: Summary) -> str:
         return obj.coverage.model
 
     @admin.display(description="originals")
@@ -406,7 +444,7 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
 
 
 @admin.register(FoldedSpan)
-class FoldedSpanAdmin(ReadOnlyAdmin):
+class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard):
     list_display = (
         "id", "thread", "message_count", "iteration", "model", "retain", "prompt_tokens",
         "completion_tokens", "created_at", "expires_at", "expand_link",
@@ -416,6 +454,7 @@ class FoldedSpanAdmin(ReadOnlyAdmin):
     list_select_related = ("thread",)
     date_hierarchy = "created_at"
     exclude = ("messages", "nested_spans")
+    original_fields = ("messages",)
     readonly_fields = ("expand_link",)
 
     @admin.display(description="originals")

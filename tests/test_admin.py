@@ -9,8 +9,10 @@ appears on a page it came from the original itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from datetime import timedelta
+from html import unescape
 from html.parser import HTMLParser
 from typing import Any
 
@@ -151,18 +153,26 @@ def eager_celery() -> Iterator[None]:
 
 
 class ElementText(HTMLParser):
-    """The text inside every element with a given id, or inside every element of a tag."""
+    """The text inside the element with a given id, or inside every element of a tag
+    (of a CSS class, when one is given)."""
 
-    def __init__(self, *, element_id: str | None = None, tag: str | None = None) -> None:
+    def __init__(
+        self, *, element_id: str | None = None, tag: str | None = None, css_class: str = ""
+    ) -> None:
         super().__init__(convert_charrefs=True)
-        self.element_id, self.tag = element_id, tag
+        self.element_id, self.tag, self.css_class = element_id, tag, css_class
         self.found: list[str] = []
         self.depth = 0  # open elements inside the current match
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if self.depth:
             self.depth += tag not in VOID_TAGS
-        elif (self.element_id and dict(attrs).get("id") == self.element_id) or tag == self.tag:
+            return
+        attributes = dict(attrs)
+        classes = (attributes.get("class") or "").split()
+        if (self.element_id and attributes.get("id") == self.element_id) or (
+            tag == self.tag and (not self.css_class or self.css_class in classes)
+        ):
             self.depth = 1
             self.found.append("")
 
@@ -183,6 +193,12 @@ def text_by_id(html: str, element_id: str) -> str:
     parser.feed(html)
     assert len(parser.found) == 1, f"expected one element #{element_id}, got {len(parser.found)}"
     return parser.found[0]
+
+
+def texts_of_tag_with_class(html: str, tag: str, css_class: str) -> list[str]:
+    parser = ElementText(tag=tag, css_class=css_class)
+    parser.feed(html)
+    return [text.strip() for text in parser.found]
 
 
 def texts_of_tag(html: str, tag: str) -> list[str]:
@@ -290,6 +306,50 @@ def test_staff_without_the_permission_see_no_covered_original(
         assert ORIGINAL in shown, name  # the same page, with the permission
 
 
+def test_hidden_text_cannot_be_found_by_search_or_url_lookups(
+    folded: Folded, viewer: Client, expander: Client
+) -> None:
+    """A search or a filter that matches hidden text would reveal it a word at a time."""
+    entries = reverse("admin:agentmemory_memoryentry_changelist")
+    summaries = reverse("admin:agentmemory_summary_changelist")
+    spans = reverse("admin:agentmemory_foldedspan_changelist")
+    span = window_span(folded.thread, RetainPolicy.CONVERSATION)
+    inner_words = folded.inner.content.split("\n", 1)[1].splitlines()[0]
+
+    def rows(client: Client, url: str, status: int = 200) -> int | None:
+        response = client.get(url)
+        assert response.status_code == status, url
+        return response.context["cl"].result_count if status == 200 else None
+
+    assert rows(expander, f"{entries}?q=QUOKKA-7731") == 1
+    assert rows(viewer, f"{entries}?q=QUOKKA-7731") == 0
+    assert rows(viewer, f"{entries}?q=Order+9+is+in+transit") == 1  # live text: searchable
+    assert rows(viewer, f"{entries}?q=call-1") == 1  # ids and names stay searchable
+    assert rows(expander, f"{summaries}?q={inner_words[-20:]}") == 2
+    assert rows(viewer, f"{summaries}?q={inner_words[-20:]}") == 1  # the live outer one
+    for lookup in ("content__icontains=QUOKKA", "content__startswith=Order+1+left",
+                   "tool_calls__icontains=lookup"):
+        assert rows(expander, f"{entries}?{lookup}") in (1, 9)
+        rows(viewer, f"{entries}?{lookup}", 400)
+        rows(viewer, f"{summaries}?{lookup}", 400)
+    assert rows(expander, f"{spans}?messages__icontains=Step+1") == 1
+    rows(viewer, f"{spans}?messages__icontains=Step+1", 400)
+    assert span.messages
+
+
+def test_staff_without_the_permission_see_no_covered_tool_call(
+    folded: Folded, viewer: Client, expander: Client
+) -> None:
+    call = MemoryEntry.objects.get(thread=folded.thread, tool_calls__0__id="call-1")
+    assert call.covered_by_id == folded.inner.pk
+    url = reverse("admin:agentmemory_memoryentry_change", args=[call.pk])
+    arguments = call.tool_calls[0]["arguments"]
+
+    hidden = unescape(page(viewer, url))
+    assert arguments not in hidden and "lookup_order" not in hidden
+    assert json.dumps(call.tool_calls) in unescape(page(expander, url))
+
+
 def test_staff_without_the_permission_see_no_covered_summary_text(
     folded: Folded, viewer: Client, expander: Client
 ) -> None:
@@ -313,6 +373,21 @@ def strip_outer(html: str, folded: Folded) -> str:
     """The page without the live outer summary's text, which carries inner lines forward."""
     _, outer_text = folded.outer.content.split("\n", 1)
     return html.replace(outer_text, "")
+
+
+def test_the_summary_changelist_shows_what_each_summary_covers(
+    folded: Folded, viewer: Client
+) -> None:
+    body = page(viewer, reverse("admin:agentmemory_summary_changelist"))
+
+    cells = {
+        column: texts_of_tag_with_class(body, "td", f"field-{column}")
+        for column in ("summary_key", "turns", "entry_count", "summarizer_model")
+    }
+    assert cells["summary_key"] == [folded.inner.summary_key, folded.outer.summary_key]
+    assert cells["turns"] == ["1-3", "1-7"]
+    assert cells["entry_count"] == ["12", "17"]
+    assert cells["summarizer_model"] == ["offline-extractive-1"] * 2  # the summarizer's model
 
 
 # ---------------------------------------------------------------- the summary expand view
@@ -424,6 +499,19 @@ def test_the_span_expand_view_expands_the_summary_messages_it_swallowed(
 # ---------------------------------------------------------------- actions
 
 
+def coverage(thread: Thread) -> list[tuple[int, int | None]]:
+    return sorted(MemoryEntry.objects.filter(thread=thread).values_list("pk", "covered_by_id"))
+
+
+def assert_unfolded(thread: Thread, summary_ids: list[int]) -> None:
+    """The summaries cover nothing and recall no longer loads them, whether unfolding
+    deletes them or keeps them as history."""
+    assert not MemoryEntry.objects.filter(thread=thread, covered_by__isnull=False).exists()
+    verbatim = services.recall(thread, BIG, trigger_min_entries=10**6, load_count=100)
+    assert not set(verbatim.summaries_used) & set(summary_ids)
+    assert ORIGINAL in verbatim.text
+
+
 def changelist_action(
     client: Client, model: str, action: str, ids: list[int], **extra: str
 ) -> Any:
@@ -453,12 +541,13 @@ def test_fold_now_folds_the_selected_threads(root: Client, eager_celery: None) -
     assert SummarizerCall.objects.filter(thread=due, outcome=CallOutcome.FOLDED).count() == 1
 
 
-def test_unfold_asks_first_then_deletes_and_the_originals_are_visible_again(
+def test_unfold_asks_first_then_unfolds_and_the_originals_are_visible_again(
     folded: Folded, root: Client, viewer: Client
 ) -> None:
     selected = [folded.inner.pk, folded.outer.pk]
     entries = reverse("admin:agentmemory_memoryentry_changelist")
     assert ORIGINAL not in page(viewer, entries)
+    before = coverage(folded.thread)
 
     first = changelist_action(root, "summary", "unfold", selected)
 
@@ -466,15 +555,14 @@ def test_unfold_asks_first_then_deletes_and_the_originals_are_visible_again(
     assert first.templates[0].name == "agentmemory/admin/unfold_confirmation.html"
     body = first.content.decode()
     assert folded.inner.summary_key in body and folded.outer.summary_key in body
-    assert MemoryEntry.objects.filter(pk__in=selected).count() == 2  # nothing deleted yet
+    assert coverage(folded.thread) == before  # nothing unfolded yet
 
     second = changelist_action(root, "summary", "unfold", selected, confirm="yes")
 
     assert messages_of(root, second) == [
         "Unfolded 2 summary row(s); their originals are recalled verbatim."
     ]
-    assert not MemoryEntry.objects.filter(thread=folded.thread, kind=EntryKind.SUMMARY).exists()
-    assert not MemoryEntry.objects.filter(thread=folded.thread, covered_by__isnull=False).exists()
+    assert_unfolded(folded.thread, selected)
     assert ORIGINAL in page(viewer, entries)
     assert ORIGINAL in page(viewer, reverse("admin:agentmemory_thread_timeline",
                                             args=[folded.thread.pk]))
@@ -488,7 +576,7 @@ def test_unfolding_the_inner_summary_takes_the_outer_one_along(
     assert messages_of(root, response) == [
         "Unfolded 2 summary row(s); their originals are recalled verbatim."
     ]
-    assert not MemoryEntry.objects.filter(pk__in=[folded.inner.pk, folded.outer.pk]).exists()
+    assert_unfolded(folded.thread, [folded.inner.pk, folded.outer.pk])
 
 
 def test_unfold_is_offered_only_to_those_who_may_delete_entries(
@@ -496,8 +584,9 @@ def test_unfold_is_offered_only_to_those_who_may_delete_entries(
 ) -> None:
     response = viewer.get(reverse("admin:agentmemory_summary_changelist"))
     assert b'value="unfold"' not in response.content
+    before = coverage(folded.thread)
     changelist_action(viewer, "summary", "unfold", [folded.outer.pk], confirm="yes")
-    assert MemoryEntry.objects.filter(pk=folded.outer.pk).exists()
+    assert coverage(folded.thread) == before
 
 
 def test_purge_expired_deletes_the_expired_rows_of_the_selected_threads(root: Client) -> None:
@@ -539,6 +628,7 @@ def test_actions_refuse_a_post_without_the_csrf_token(
     stale = Thread.objects.create(title="stale", ttl=timedelta(hours=1))
     append_turns(stale, 1, 2, now=timezone.now() - timedelta(hours=2))
     before = sorted(MemoryEntry.objects.values_list("pk", "covered_by_id"))
+    summaries = sorted(MemoryEntry.objects.summaries().values_list("pk", flat=True))
 
     attempts = [
         ("thread", "fold_now", [due.pk], {}),
@@ -551,6 +641,7 @@ def test_actions_refuse_a_post_without_the_csrf_token(
         assert response.status_code == 403, (action, extra)
         assert b"CSRF" in response.content
     assert sorted(MemoryEntry.objects.values_list("pk", "covered_by_id")) == before
+    assert sorted(MemoryEntry.objects.summaries().values_list("pk", flat=True)) == summaries
     assert not SummarizerCall.objects.filter(thread=due).exists()
 
     # The same POST with the token goes through: the 403 above was the missing token.
@@ -559,7 +650,7 @@ def test_actions_refuse_a_post_without_the_csrf_token(
         client, "summary", "unfold", [folded.outer.pk], confirm="yes", csrfmiddlewaretoken=token
     )
     assert response.status_code == 302
-    assert not MemoryEntry.objects.filter(pk=folded.outer.pk).exists()
+    assert not MemoryEntry.objects.filter(covered_by=folded.outer.pk).exists()
 
 
 # ---------------------------------------------------------------- query counts
