@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -29,6 +30,7 @@ from agentmemory.models import (
     FoldedSpan,
     FoldLatch,
     MemoryEntry,
+    RecallReceipt,
     SummarizerCall,
     SummaryCoverage,
     Thread,
@@ -46,13 +48,13 @@ FOLD = {"preserve_recent": 2, "trigger_min_entries": 4, "load_count": 40}
 class Endpoint:
     name: str
     method: str
-    path: str  # with {thread}, {entry}, {summary}
+    path: str  # with {thread}, {entry}, {summary}, {receipt}
     body: Any = None
 
     @property
     def child(self) -> str | None:
         """The id below the thread that this path names, if any."""
-        for name in ("entry", "summary"):
+        for name in ("entry", "summary", "receipt"):
             if "{" + name + "}" in self.path:
                 return name
         return None
@@ -91,6 +93,16 @@ ENDPOINTS = [
     Endpoint("folds-lookup", "post", "threads/{thread}/folds/lookup/",
              {"message": {"role": "user", "content": "{span}"}}),
     Endpoint("usage", "get", "threads/{thread}/usage/"),
+    Endpoint("receipts-list", "get", "threads/{thread}/recalls/"),
+    Endpoint("receipts-at-turn", "get", "threads/{thread}/recalls/?turn=3"),
+    Endpoint("receipt-retrieve", "get", "threads/{thread}/recalls/{receipt}/"),
+    Endpoint("thread-savings", "get", "threads/{thread}/savings/"),
+]
+#: The endpoints without a thread in the path: each answers for the requesting user.
+USER_ENDPOINTS = [
+    Endpoint("threads-list", "get", "threads/"),
+    Endpoint("threads-create", "post", "threads/", {"title": "mine"}),
+    Endpoint("owner-savings", "get", "savings/"),
 ]
 BY_NAME = {endpoint.name: endpoint for endpoint in ENDPOINTS}
 ORIGINALS = {"originals", "originals-recursive"}
@@ -104,6 +116,7 @@ class World:
     entry: MemoryEntry
     summary: MemoryEntry  # nested: it covers an earlier summary
     span: FoldedSpan
+    receipt: RecallReceipt
     other: Any
     other_thread: Thread
     other_entry: MemoryEntry
@@ -124,6 +137,7 @@ def build_thread(
     # Each owner folds other orders, so their spans' contents differ.
     span = services.compact(thread, window(first_turn)).span
     assert span is not None
+    services.recall(thread, 4000, mode="background")  # recorded: RECEIPTS is on
     entry = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE).first()
     assert entry is not None
     return thread, entry, outer, span
@@ -153,13 +167,15 @@ def eager_celery() -> Iterator[None]:
 
 
 @pytest.fixture
-def world(eager_celery: None) -> World:
+def world(eager_celery: None, settings: Any) -> World:
+    settings.AGENTMEMORY = {"RECEIPTS": True}
     users = get_user_model().objects
     owner = users.create_user("alice", password="pw-alice")
     other = users.create_user("bob", password="pw-bob")
     thread, entry, summary, span = build_thread(owner, "alice's", 1)
     other_thread, other_entry, other_summary, _ = build_thread(other, "bob's", 50)
-    return World(owner, thread, entry, summary, span, other, other_thread, other_entry,
+    receipt = RecallReceipt.objects.get(thread=thread)
+    return World(owner, thread, entry, summary, span, receipt, other, other_thread, other_entry,
                  other_summary)
 
 
@@ -191,8 +207,11 @@ def owner_client(world: World) -> APIClient:
     return client
 
 
-def fill(endpoint: Endpoint, *, thread: int, entry: int, summary: int) -> str:
-    return API + endpoint.path.format(thread=thread, entry=entry, summary=summary)
+def fill(endpoint: Endpoint, *, thread: int, entry: int, summary: int,
+         receipt: int | None = None) -> str:
+    receipt = summary if receipt is None else receipt
+    return API + endpoint.path.format(thread=thread, entry=entry, summary=summary,
+                                      receipt=receipt)
 
 
 def body_of(endpoint: Endpoint, world: World) -> Any:
@@ -211,7 +230,7 @@ def call(client: APIClient, endpoint: Endpoint, path: str, body: Any) -> Any:
 
 def a_paths(endpoint: Endpoint, world: World) -> str:
     return fill(endpoint, thread=world.thread.pk, entry=world.entry.pk,
-                summary=world.summary.pk)
+                summary=world.summary.pk, receipt=world.receipt.pk)
 
 
 def snapshot(world: World) -> dict[str, Any]:
@@ -227,6 +246,7 @@ def snapshot(world: World) -> dict[str, Any]:
         "spans": FoldedSpan.objects.filter(thread=thread).count(),
         "latches": FoldLatch.objects.filter(thread=thread).count(),
         "calls": SummarizerCall.objects.filter(thread=thread).count(),
+        "receipts": RecallReceipt.objects.filter(thread=thread).count(),
         "threads": Thread.objects.filter(owner=world.owner).count(),
     }
 
@@ -280,7 +300,8 @@ def test_outsiders_get_404_on_the_owners_objects(
         missing = call(
             client,
             endpoint,
-            fill(endpoint, thread=MISSING, entry=world.entry.pk, summary=world.summary.pk),
+            fill(endpoint, thread=MISSING, entry=world.entry.pk, summary=world.summary.pk,
+                 receipt=world.receipt.pk),
             body_of(endpoint, world),
         )
         assert_reads_like_missing(response, missing, world.thread.pk)
@@ -296,7 +317,7 @@ CHILDREN = [endpoint for endpoint in ENDPOINTS if endpoint.child]
 def test_an_own_thread_does_not_open_the_owners_entries(
     endpoint: Endpoint, who: str, world: World
 ) -> None:
-    """Bob's thread id with Alice's entry or summary id: still nothing of Alice's."""
+    """Bob's thread id with Alice's entry, summary or receipt id: nothing of Alice's."""
     client = actor(who, world)
     if who == "other-user":
         thread = world.other_thread.pk
@@ -305,12 +326,14 @@ def test_an_own_thread_does_not_open_the_owners_entries(
                                                 else "erin")
         thread = Thread.objects.create(owner=outsider, title="own").pk
         add_turns(Thread.objects.get(pk=thread), 1)
-    real = world.entry.pk if endpoint.child == "entry" else world.summary.pk
+    real = {"entry": world.entry.pk, "summary": world.summary.pk,
+            "receipt": world.receipt.pk}[endpoint.child or ""]
     before = snapshot(world)
     response = call(client, endpoint, fill(endpoint, thread=thread, entry=world.entry.pk,
-                                           summary=world.summary.pk), None)
+                                           summary=world.summary.pk, receipt=world.receipt.pk),
+                    None)
     missing = call(client, endpoint, fill(endpoint, thread=thread, entry=MISSING,
-                                          summary=MISSING), None)
+                                          summary=MISSING, receipt=MISSING), None)
     assert_reads_like_missing(response, missing, real)
     assert snapshot(world) == before
 
@@ -359,12 +382,19 @@ def test_lists_never_show_the_owners_data(who: str, world: World) -> None:
             assert rows and not rows & owned_by_a, path
         usage = client.get(own + "usage/").json()["totals"]
         assert usage["calls"] == SummarizerCall.objects.filter(thread=world.other_thread).count()
+        receipts = client.get(own + "recalls/").json()["results"]
+        assert [row["id"] for row in receipts] == list(
+            RecallReceipt.objects.filter(thread=world.other_thread).values_list("pk", flat=True)
+        )
+        assert client.get(f"{API}savings/").json() == client.get(own + "savings/").json()
         lookup = client.post(own + "folds/lookup/",
                              {"message": {"role": "user", "content": world.span.content}},
                              format="json")
         assert lookup.status_code == 200 and lookup.json()["span"] is None
     else:
         assert ids == set()
+        savings = client.get(f"{API}savings/").json()
+        assert savings["spent_tokens"] == savings["saved_tokens"] == 0
 
 
 @pytest.mark.parametrize("who", OUTSIDERS)
@@ -396,6 +426,32 @@ def test_the_expander_reads_originals_but_cannot_unfold(world: World) -> None:
     assert client.get(missing_thread).status_code == 404
 
 
+def test_the_matrix_covers_every_route_and_method() -> None:
+    """A new endpoint or method fails here until it joins the matrix above."""
+    from django.urls import URLPattern
+
+    from agentmemory.api import urls
+
+    def shape(path: str) -> str:
+        path = path.split("?")[0]
+        for name in ("thread", "entry", "summary", "receipt"):
+            path = path.replace("{" + name + "}", "<id>")
+        return path
+
+    covered = {(shape(e.path), e.method) for e in [*ENDPOINTS, *USER_ENDPOINTS]}
+    routes = set()
+    for pattern in urls.urlpatterns:
+        assert isinstance(pattern, URLPattern)
+        if pattern.name == "schema":
+            continue  # the OpenAPI document, public by design
+        view = pattern.callback.view_class
+        route = re.sub(r"<int:\w+>", "<id>", str(pattern.pattern))
+        for method in view.http_method_names:
+            if method not in ("options", "head") and hasattr(view, method):
+                routes.add((route, method))
+    assert routes == covered
+
+
 # ---------------------------------------------------------------- anonymous
 
 
@@ -407,8 +463,7 @@ def test_the_expander_reads_originals_but_cannot_unfold(world: World) -> None:
 )
 @pytest.mark.parametrize(
     "endpoint",
-    [Endpoint("threads-list", "get", "threads/"),
-     Endpoint("threads-create", "post", "threads/", {"title": "anon"}), *ENDPOINTS],
+    [*USER_ENDPOINTS, *ENDPOINTS],
     ids=lambda e: e.name,
 )
 def test_unauthenticated_requests_are_refused(
