@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from decimal import Decimal, InvalidOperation
 
 # Order matters: longer, more specific shapes first, and each match is removed from the
 # text before the next pattern runs, so "$1,250.00" is one amount, not three numbers.
@@ -29,6 +30,8 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("quoted", re.compile(r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”")),
     ("number", re.compile(r"(?<![\w.])\d{2,}(?:[.,]\d+)*(?![\w])")),
 ]
+#: A number in a summary's text (thousands separators already removed), for amounts.
+_NUMBER_IN_TEXT = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d])")
 
 
 @dataclass(frozen=True)
@@ -83,13 +86,22 @@ def check_facts(span_texts: Iterable[str], summary_text: str) -> FactCheck:
 
 def _mentioned(fact: Fact, haystack: str, digits: str) -> bool:
     if fact.kind == "amount":
-        number = _normal("amount", fact.text)
-        pattern = rf"(?<![\d.]){re.escape(number)}(?![\d])"
-        return bool(number) and re.search(pattern, digits) is not None
+        # Compared as numbers: "$1,250" and "1250.00 USD" both keep "$1,250.00".
+        wanted = _amount_value(_normal("amount", fact.text))
+        return wanted is not None and any(
+            _amount_value(found) == wanted for found in _NUMBER_IN_TEXT.findall(digits)
+        )
     if fact.kind == "number" or (fact.kind == "id" and fact.text.startswith("#")):
         plain = fact.text.lstrip("#").replace(",", "")
         return re.search(rf"(?<![\d.]){re.escape(plain)}(?![\d])", digits) is not None
     return fact.text.lower() in haystack
+
+
+def _amount_value(number: str) -> Decimal | None:
+    try:
+        return Decimal(number)
+    except InvalidOperation:
+        return None
 
 
 def missing_facts_note(missing: list[Fact]) -> str:

@@ -1,0 +1,349 @@
+"""The fact-retention gate: a summary that drops the amount that mattered is caught.
+
+THE REQUIRED TEST: a span with an order number and an amount whose summary omits the
+amount is gated (:func:`test_a_summary_that_drops_the_amount_is_declined_out_loud_and_latched`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from agentmemory import services, signals
+from agentmemory.checks import check_settings
+from agentmemory.facts import check_facts, extract_facts, missing_facts_note
+from agentmemory.models import (
+    CallOutcome,
+    EntryKind,
+    FoldedSpan,
+    FoldLatch,
+    FoldPurpose,
+    MemoryEntry,
+    SummarizerCall,
+    Thread,
+)
+from agentmemory.transcript import SUMMARY_LABEL_PREFIX
+from agentmemory.window.compact import compact
+from agentmemory.window.frame import WINDOW_FRAME_PREFIX
+from tests import trust_summarizers
+from tests.helpers import capture, make_thread
+from tests.trust_summarizers import AMOUNT, DROPS_AMOUNT, KEEPS_FACTS, ORDER, trust_settings
+
+BIG = 100_000
+#: A fold of the six oldest of eight loaded entries, the newest two kept verbatim.
+SMALL_FOLD = {"trigger_min_entries": 6, "preserve_recent": 2, "min_fold_entries": 2}
+
+SPAN = [
+    "Hello, I need some help with a refund for an order that I cancelled right after "
+    "placing it, because I picked the wrong size by mistake.",
+    f"My order {ORDER} was charged {AMOUNT} even though I cancelled it on the same day, "
+    "and the money has not come back to my account yet.",
+    "I would like the money returned to the card that was used for the purchase, not as "
+    "store credit, because I do not shop here very often.",
+    "The confirmation message said the cancellation went through, so I do not understand "
+    "why the charge is still showing on my statement.",
+    "Could you also make sure that I am not charged again when the replacement in the "
+    "right size ships next week?",
+    "Thank you, and please let me know once the refund has been started so that I can keep "
+    "an eye on my statement.",
+]
+KEPT = [
+    "Is there anything else you need from me to process this?",
+    "Great, I will wait for your confirmation then.",
+]
+GATE_DECLINE = {"THRESHOLD": 0.9, "ACTION": "decline"}
+GATE_APPEND = {"THRESHOLD": 0.9, "ACTION": "append"}
+
+
+@pytest.fixture(autouse=True)
+def _clear_calls() -> Iterator[None]:
+    trust_summarizers.CALLS.clear()
+    yield
+    trust_summarizers.CALLS.clear()
+
+
+def refund_thread() -> tuple[Thread, list[MemoryEntry]]:
+    thread = make_thread()
+    entries = services.append(thread, [{"role": "user", "content": c} for c in SPAN + KEPT])
+    return thread, entries
+
+
+def summaries(thread: Thread) -> list[MemoryEntry]:
+    return list(MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY))
+
+
+def test_the_span_carries_exactly_an_order_number_and_an_amount() -> None:
+    facts = extract_facts(SPAN)
+    assert [(fact.kind, fact.text) for fact in facts] == [("amount", AMOUNT), ("id", ORDER)]
+    check = check_facts(SPAN, DROPS_AMOUNT)
+    assert check.score == 0.5
+    assert [fact.text for fact in check.missing] == [AMOUNT]
+    assert check_facts(SPAN, KEEPS_FACTS).score == 1.0
+
+
+# ------------------------------------------------------------------ extraction (table-driven)
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("The refund of $1,250.00 was approved.", [("amount", "$1,250.00")]),
+        ("It came to 30 dollars in the end.", [("amount", "30 dollars")]),
+        ("The invoice says 1250 EUR, not 1150.", [("amount", "1250 EUR"), ("number", "1150")]),
+        ("Charged €49.90 twice", [("amount", "€49.90")]),
+        ("We shipped 4417 parcels and 12,500 boxes.", [("number", "4417"), ("number", "12,500")]),
+        ("It left on 2026-03-14 and arrived 3/18/2026.",
+         [("date", "2026-03-14"), ("date", "3/18/2026")]),
+        ("The parcel was scanned at 2026-03-14T09:30.", [("date", "2026-03-14T09:30")]),
+        ("Order ORD-48213 and invoice INV-2026-0042.",
+         [("id", "ORD-48213"), ("id", "INV-2026-0042")]),
+        ("Ticket #48213 is open.", [("id", "#48213")]),
+        ("Trace 123e4567-e89b-12d3-a456-426614174000 failed.",
+         [("id", "123e4567-e89b-12d3-a456-426614174000")]),
+        ("Write to ada.lovelace+orders@example.co.uk today.",
+         [("email", "ada.lovelace+orders@example.co.uk")]),
+        ("See https://shop.example.com/orders/48213?tab=refund.",
+         [("url", "https://shop.example.com/orders/48213?tab=refund")]),
+        ("The log is /var/log/shop/error.log and ./config/settings.py.",
+         [("path", "/var/log/shop/error.log"), ("path", "./config/settings.py")]),
+        ('The customer "Ada Lovelace" signed it.', [("quoted", "Ada Lovelace")]),
+        ("Her colleague “Charles Babbage” agreed.", [("quoted", "Charles Babbage")]),
+        ("Hello, thanks for your help with the parcel, it was kind of you.", []),
+        ("I waited 5 days.", []),  # one digit is not a fact worth a gate
+    ],
+)
+def test_extract_facts_finds_the_specifics(text: str, expected: list[tuple[str, str]]) -> None:
+    assert [(fact.kind, fact.text) for fact in extract_facts([text])] == expected
+
+
+def test_extract_facts_lists_each_fact_once_in_order_of_first_appearance() -> None:
+    facts = extract_facts(["Order ORD-1 for $5.00.", "Again: ord-1, and 5.00 USD.", "Mail a@b.io"])
+    assert [(fact.kind, fact.text) for fact in facts] == [
+        ("amount", "$5.00"), ("id", "ORD-1"), ("email", "a@b.io")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("span", "summary", "missing"),
+    [
+        ("Refund $1,250.00 now.", "A refund of 1250.00 dollars was asked for.", []),
+        ("Refund $1,250.00 now.", "A refund of $1,250 was asked for.", []),
+        ("Refund $1,250.00 now.", "A refund of $1,250.50 was asked for.", ["$1,250.00"]),
+        ("Refund $1,250.00 now.", "Refunds: 1.1250.00 and 2.1250 units.", ["$1,250.00"]),
+        ("Refund $1,250.00 now.", "A refund of $11,250.00 was asked for.", ["$1,250.00"]),
+        ("Ticket #48213 is open.", "Ticket 48213 is still open.", []),
+        ("We shipped 12,500 boxes.", "12500 boxes went out.", []),
+        ("Mail ADA@Example.com.", "They mailed ada@example.com.", []),
+        ("Order ORD-48213 is late.", "Order ord-48213 is late.", []),
+        ("Order ORD-48213 is late.", "An order is late.", ["ORD-48213"]),
+    ],
+)
+def test_check_facts_accepts_other_spellings_and_no_near_misses(
+    span: str, summary: str, missing: list[str]
+) -> None:
+    assert [fact.text for fact in check_facts([span], summary).missing] == missing
+
+
+# ------------------------------------------------------------------ recall folds
+
+
+@pytest.mark.django_db
+def test_a_summary_that_drops_the_amount_is_declined_out_loud_and_latched(settings: Any) -> None:
+    settings.AGENTMEMORY = trust_settings("drops_amount", FACT_GATE=GATE_DECLINE)
+    thread, entries = refund_thread()
+
+    with capture(signals.fold_declined) as declined, capture(signals.fold_completed) as done:
+        first = services.recall(thread, BIG, **SMALL_FOLD)
+
+    assert len(trust_summarizers.CALLS) == 1
+    assert first.decline == "lost-facts"
+    assert first.folded_summary_id is None and first.summaries_used == []
+    assert [m.id for m in first.messages] == [e.pk for e in entries]  # verbatim
+    assert AMOUNT in first.text
+    assert summaries(thread) == []
+    assert done == []
+    assert [(d["reason"], d["purpose"], d["latched"]) for d in declined] == [
+        ("lost-facts", FoldPurpose.RECALL_FOLD, False)
+    ]
+    assert declined[0]["thread"] == thread
+    (call,) = SummarizerCall.objects.filter(thread=thread)
+    assert call.outcome == CallOutcome.REFUSED_LOST_FACTS == "refused-lost-facts"
+    assert call.entry_count == 6 and call.summary_id is None
+    latch = FoldLatch.objects.get(thread=thread)
+    assert latch.reason == "lost-facts"
+    assert latch.purpose == FoldPurpose.RECALL_FOLD
+    assert latch.entry_count == 6
+
+    with capture(signals.fold_declined) as again:
+        second = services.recall(thread, BIG, **SMALL_FOLD)
+
+    assert len(trust_summarizers.CALLS) == 1  # the latched span is never asked again
+    assert SummarizerCall.objects.filter(thread=thread).count() == 1
+    assert second.decline == "lost-facts"
+    assert [m.id for m in second.messages] == [e.pk for e in entries]
+    assert [(d["reason"], d["latched"]) for d in again] == [("lost-facts", True)]
+
+
+@pytest.mark.django_db
+def test_a_grown_span_is_a_new_key_and_is_asked_again(settings: Any) -> None:
+    settings.AGENTMEMORY = trust_settings("drops_amount", FACT_GATE=GATE_DECLINE)
+    thread, _ = refund_thread()
+    services.recall(thread, BIG, **SMALL_FOLD)
+    services.append(thread, {"role": "user", "content": "One more thing before you go."})
+
+    grown = services.recall(thread, BIG, **SMALL_FOLD)
+
+    assert len(trust_summarizers.CALLS) == 2
+    assert grown.decline == "lost-facts"
+    assert FoldLatch.objects.filter(thread=thread, reason="lost-facts").count() == 2
+
+
+@pytest.mark.django_db
+def test_a_summary_that_keeps_the_facts_passes_the_gate(settings: Any) -> None:
+    settings.AGENTMEMORY = trust_settings("keeps_facts", FACT_GATE=GATE_DECLINE)
+    thread, entries = refund_thread()
+
+    result = services.recall(thread, BIG, **SMALL_FOLD)
+
+    assert result.folded_summary_id is not None and result.decline is None
+    (summary,) = summaries(thread)
+    assert summary.coverage.fact_score == 1.0
+    assert summary.coverage.missing_facts == []
+    assert not FoldLatch.objects.exists()
+    assert [m.id for m in result.messages] == [summary.pk, entries[6].pk, entries[7].pk]
+
+
+@pytest.mark.django_db
+def test_with_action_append_the_missing_facts_are_listed_after_the_model_text(
+    settings: Any,
+) -> None:
+    settings.AGENTMEMORY = trust_settings("drops_amount", FACT_GATE=GATE_APPEND)
+    thread, entries = refund_thread()
+
+    result = services.recall(thread, BIG, **SMALL_FOLD)
+
+    assert result.decline is None and result.folded_summary_id is not None
+    (summary,) = summaries(thread)
+    label, model_text, note = summary.content.split("\n")
+    assert label.startswith(SUMMARY_LABEL_PREFIX)
+    assert model_text == DROPS_AMOUNT  # the model's words, unedited
+    assert note == missing_facts_note(check_facts(SPAN, DROPS_AMOUNT).missing)
+    assert note.startswith("[facts from the originals") and AMOUNT in note
+    assert summary.coverage.fact_score == 0.5
+    assert summary.coverage.missing_facts == [AMOUNT]
+    assert AMOUNT in result.text  # the recalled context still carries the amount
+    assert [m.id for m in result.messages] == [summary.pk, entries[6].pk, entries[7].pk]
+    assert not FoldLatch.objects.exists()
+    assert SummarizerCall.objects.get(thread=thread).outcome == CallOutcome.FOLDED
+
+
+@pytest.mark.django_db
+def test_without_a_threshold_the_score_is_measured_and_nothing_is_gated(settings: Any) -> None:
+    settings.AGENTMEMORY = trust_settings("drops_amount")  # FACT_GATE defaults: THRESHOLD None
+
+    result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
+
+    assert result.decline is None and result.folded_summary_id is not None
+    summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
+    label, model_text = summary.content.split("\n")
+    assert label.startswith(SUMMARY_LABEL_PREFIX) and model_text == DROPS_AMOUNT
+    assert summary.coverage.fact_score == 0.5
+    assert summary.coverage.missing_facts == [AMOUNT]
+    assert not FoldLatch.objects.exists()
+
+
+@pytest.mark.django_db
+def test_a_threshold_below_the_score_lets_the_summary_through(settings: Any) -> None:
+    settings.AGENTMEMORY = trust_settings(
+        "drops_amount", FACT_GATE={"THRESHOLD": 0.5, "ACTION": "decline"}
+    )
+    result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
+    assert result.decline is None and result.folded_summary_id is not None
+
+
+@pytest.mark.parametrize(
+    "gate",
+    [
+        {"THRESHOLD": 1.5},
+        {"THRESHOLD": "high"},
+        {"THRESHOLD": 0.9, "ACTION": "drop"},
+        {"THRESHOLD": 0.9, "WHEN": "always"},
+        "0.9",
+    ],
+)
+def test_a_bad_fact_gate_setting_fails_the_check(settings: Any, gate: Any) -> None:
+    settings.AGENTMEMORY = {"FACT_GATE": gate}
+    errors = [e for e in check_settings() if e.id == "agentmemory.E013"]
+    assert errors and "FACT_GATE" in errors[0].msg
+
+
+# ------------------------------------------------------------------ window compaction
+
+REQUEST = {"role": "user", "content": "Sort out the refund this customer is asking about."}
+
+
+def refund_window() -> list[dict[str, Any]]:
+    roles = ("assistant", "user")
+    body = SPAN + KEPT
+    return [REQUEST] + [{"role": roles[i % 2], "content": text} for i, text in enumerate(body)]
+
+
+def window_settings(function: str, **extra: Any) -> dict[str, Any]:
+    return trust_settings(
+        function,
+        WINDOW={"CLASS": "agentmemory.window.seams.SlidingWindow",
+                "OPTIONS": {"MAX_MESSAGES": 4}},
+        **extra,
+    )
+
+
+@pytest.mark.django_db
+def test_window_compaction_obeys_the_same_gate_and_latches(settings: Any) -> None:
+    settings.AGENTMEMORY = window_settings("drops_amount", FACT_GATE=GATE_DECLINE)
+    thread = make_thread()
+    window = refund_window()
+
+    with capture(signals.fold_declined) as declined:
+        first = compact(thread, window)
+        second = compact(thread, window)
+
+    assert first.refusal == second.refusal == "lost-facts"
+    assert first.span is None and first.window == window == second.window
+    assert len(trust_summarizers.CALLS) == 1
+    assert [(d["reason"], d["purpose"], d["latched"]) for d in declined] == [
+        ("lost-facts", FoldPurpose.WINDOW_FOLD, False),
+        ("lost-facts", FoldPurpose.WINDOW_FOLD, True),
+    ]
+    (call,) = SummarizerCall.objects.filter(thread=thread)
+    assert call.outcome == CallOutcome.REFUSED_LOST_FACTS
+    assert call.purpose == FoldPurpose.WINDOW_FOLD and call.entry_count == 6
+    latch = FoldLatch.objects.get(thread=thread)
+    assert (latch.reason, latch.purpose) == ("lost-facts", FoldPurpose.WINDOW_FOLD)
+    assert not FoldedSpan.objects.exists()
+
+
+@pytest.mark.django_db
+def test_window_compaction_with_action_append_lists_the_missing_amount(settings: Any) -> None:
+    settings.AGENTMEMORY = window_settings("drops_amount", FACT_GATE=GATE_APPEND)
+    thread = make_thread()
+
+    result = compact(thread, refund_window())
+
+    span = result.span
+    assert span is not None and result.refusal is None
+    label, model_text, note = span.content.split("\n")
+    assert label.startswith(WINDOW_FRAME_PREFIX) and model_text == DROPS_AMOUNT
+    assert note == missing_facts_note(check_facts(SPAN, DROPS_AMOUNT).missing)
+    assert span.fact_score == 0.5 and span.missing_facts == [AMOUNT]
+    assert result.window[1] == {"role": "user", "content": span.content}
+
+
+@pytest.mark.django_db
+def test_window_compaction_without_a_threshold_measures_only(settings: Any) -> None:
+    settings.AGENTMEMORY = window_settings("drops_amount")
+    result = compact(make_thread(), refund_window())
+    assert result.span is not None
+    assert result.span.content.split("\n")[1:] == [DROPS_AMOUNT]
+    assert result.span.fact_score == 0.5 and result.span.missing_facts == [AMOUNT]
