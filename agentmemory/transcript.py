@@ -70,7 +70,8 @@ def render_message(message: MessageLike) -> str:
     """One message: its role labelled, tool calls as ``name(args)``, never merged."""
     calls = [render_tool_call(call) for call in (message.tool_calls or [])]
     if message.role == "tool":
-        head = f"tool_result[{message.tool_name or 'unknown'}]"
+        # The tool name is caller-supplied text like any other: no invisible characters.
+        head = f"tool_result[{strip_invisible(message.tool_name) or 'unknown'}]"
     elif message.role == "assistant" and calls:
         head = f"assistant (calls: {', '.join(calls)})"
     else:
