@@ -468,4 +468,6 @@ class OwnerQuota(models.Model):
     )
 
     def __str__(self) -> str:
-        return f"{self.owner}: {self.daily_tokens or 'unlimited'} tokens a day"
+        if self.daily_tokens is None:
+            return f"{self.owner}: unlimited"
+        return f"{self.owner}: {self.daily_tokens} tokens a day"

@@ -49,11 +49,15 @@ def record_receipt(
     now: datetime,
     expires_at: datetime | None,
 ) -> RecallReceipt:
-    """Two inserts, however long the context: the receipt, then its items in one batch."""
+    """The thread's turn, then two inserts however long the context: the receipt, then its
+    items in one batch."""
+    # Read, not taken from ``thread``: an instance loaded before appends made elsewhere
+    # would file the context under an older turn than the one it shows.
+    turn = Thread.objects.filter(pk=thread.pk).values_list("last_turn", flat=True).first()
     with transaction.atomic():
         receipt = RecallReceipt.objects.create(
             thread=thread,
-            turn=thread.last_turn,
+            turn=thread.last_turn if turn is None else turn,
             budget_tokens=budget_tokens,
             tokens=tokens,
             decline=decline or "",

@@ -347,3 +347,26 @@ def test_window_compaction_without_a_threshold_measures_only(settings: Any) -> N
     assert result.span is not None
     assert result.span.content.split("\n")[1:] == [DROPS_AMOUNT]
     assert result.span.fact_score == 0.5 and result.span.missing_facts == [AMOUNT]
+
+
+@pytest.mark.django_db
+def test_a_swallowed_summary_message_brings_its_facts_but_not_its_frame(settings: Any) -> None:
+    settings.AGENTMEMORY = window_settings("keeps_facts", FACT_GATE=GATE_DECLINE)
+    thread = make_thread()
+    first = compact(thread, refund_window(), iteration=12)
+    assert first.span is not None and first.span.fact_score == 1.0
+    later = first.window + [
+        {"role": ("assistant", "user")[n % 2],
+         "content": "The customer wrote again about the same refund and asked politely for "
+         "news, without adding anything new to what was already said before."}
+        for n in range(6)
+    ]
+
+    second = compact(thread, later, iteration=13)
+
+    # The frame's own words (iteration 12, the model, the count) are not facts of the
+    # conversation; the summary it framed carried the amount and the order, and so does
+    # the new one.
+    assert second.refusal is None and second.span is not None
+    assert second.span.fact_score == 1.0 and second.span.missing_facts == []
+    assert list(second.span.nested_spans.all()) == [first.span]

@@ -363,11 +363,12 @@ def test_another_user_gets_404_on_receipts_and_savings_that_are_not_theirs() -> 
 def build(entries: int) -> Thread:
     thread = make_thread()
     add_turns(thread, entries // 4, now=NOW)
-    services.append(
-        thread,
-        [{"role": "user", "content": f"Extra note {n}."} for n in range(entries % 4)],
-        now=NOW,
-    ) if entries % 4 else None
+    if entries % 4:
+        services.append(
+            thread,
+            [{"role": "user", "content": f"Extra note {n}."} for n in range(entries % 4)],
+            now=NOW,
+        )
     assert MemoryEntry.objects.filter(thread=thread).count() == entries
     return thread
 
@@ -391,3 +392,16 @@ def test_a_recall_with_receipts_costs_the_same_queries_on_50_and_5000_entries() 
     assert ReceiptItem.objects.filter(receipt__thread__isnull=False).count() > 0
     assert folding[0] == folding[1], folding
     assert verbatim[0] == verbatim[1], verbatim
+
+
+def test_the_receipt_turn_is_the_thread_s_latest_even_from_a_stale_instance() -> None:
+    thread = make_thread()
+    add_user_messages(thread, 10, now=NOW)
+    stale = Thread.objects.get(pk=thread.pk)
+    add_user_messages(thread, 3, start=11, now=NOW)  # appended through another instance
+
+    result = services.recall(stale, BIG, now=NOW)
+
+    assert max(m.turn for m in result.messages) == 13
+    assert receipt_of(result).turn == 13
+    assert [r.pk for r in receipts_at_turn(thread, 13)] == [result.receipt_id]

@@ -207,8 +207,13 @@ def _instruction() -> str:
 
 
 def _fact_text(message: WindowMessage) -> str:
+    """What the fact gate reads of a message. A swallowed summary message counts without
+    its frame: the frame's numbers and model name are ours, not facts of the conversation."""
+    content = message.content
+    if looks_like_frame(content):
+        content = content.partition("\n")[2]
     arguments = " ".join(render_tool_call(call) for call in message.tool_calls)
-    return f"{message.content} {arguments}"
+    return f"{content} {arguments}"
 
 
 def _journal(
