@@ -564,6 +564,11 @@ def test_unfold_asks_first_then_unfolds_and_the_originals_are_visible_again(
     ]
     assert_unfolded(folded.thread, selected)
     assert ORIGINAL in page(viewer, entries)
+    timeline = page(root, reverse("admin:agentmemory_thread_timeline", args=[folded.thread.pk]))
+    for pk in selected:
+        if MemoryEntry.objects.filter(pk=pk).exists():  # kept as history: never "live"
+            entry = text_by_id(timeline, f"am-entry-{pk}")
+            assert "retired" in entry and "live" not in entry.split()
     assert ORIGINAL in page(viewer, reverse("admin:agentmemory_thread_timeline",
                                             args=[folded.thread.pk]))
 
