@@ -24,19 +24,25 @@ from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils import timezone
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from agentmemory import services
+from agentmemory.ledger import tokens_used_today
 from agentmemory.models import (
+    EntryKind,
     FoldedSpan,
     FoldLatch,
     MemoryEntry,
+    OwnerQuota,
+    RecallReceipt,
     SummarizerCall,
     Summary,
     SummaryCoverage,
     Thread,
 )
+from agentmemory.receipts import replay, savings, summary_savings
+from agentmemory.signing import summary_is_intact
 from agentmemory.window.compact import expand_span
 
 EXPAND_PERMISSION = "agentmemory.expand_summary"
@@ -98,6 +104,55 @@ class ExpiredFilter(admin.SimpleListFilter):
         return queryset
 
 
+def summary_badges(summary: MemoryEntry) -> list[tuple[str, bool]]:
+    coverage = summary.coverage
+    return [
+        ("tampered", coverage.tampered_at is not None),
+        ("flagged", bool(coverage.injection_flags) and coverage.reviewed_at is None),
+        ("held for review", summary.held_at is not None),
+        ("retired", summary.retired_at is not None),
+        ("lost facts", bool(coverage.missing_facts)),
+        (f"version {coverage.version}", coverage.version > 1),
+    ]
+
+
+BADGE_COLOURS = {"tampered": "#a61b1b", "flagged": "#8a5a00", "held": "#8a5a00",
+                 "lost": "#5d2a75", "retired": "#666"}
+
+
+class StatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [
+            ("review", "needs review (flagged)"),
+            ("held", "held for review"),
+            ("tampered", "tampered"),
+            ("retired", "retired"),
+            ("live", "live"),
+            ("lost-facts", "missing facts"),
+        ]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        value = self.value()
+        if value == "review":
+            return queryset.exclude(coverage__injection_flags=[]).filter(
+                coverage__reviewed_at__isnull=True
+            )
+        if value == "held":
+            return queryset.filter(held_at__isnull=False)
+        if value == "tampered":
+            return queryset.filter(coverage__tampered_at__isnull=False)
+        if value == "retired":
+            return queryset.filter(retired_at__isnull=False)
+        if value == "live":
+            return queryset.filter(retired_at__isnull=True, held_at__isnull=True)
+        if value == "lost-facts":
+            return queryset.exclude(coverage__missing_facts=[])
+        return queryset
+
+
 class CoveredFilter(admin.SimpleListFilter):
     title = "coverage"
     parameter_name = "covered"
@@ -126,11 +181,24 @@ class ThreadAdmin(admin.ModelAdmin):
     list_select_related = ("owner",)
     raw_id_fields = ("owner",)
     date_hierarchy = "created_at"
-    readonly_fields = ("last_position", "last_turn", "created_at", "updated_at", "timeline_link")
+    readonly_fields = (
+        "last_position", "last_turn", "created_at", "updated_at", "timeline_link", "savings",
+    )
     fields = (
         "owner", "client_key", "title", "metadata", "ttl", "write_tier", "window_retain",
-        "timeline_link", "last_turn", "last_position", "created_at", "updated_at",
+        "timeline_link", "savings", "last_turn", "last_position", "created_at", "updated_at",
     )
+
+    @admin.display(description="summarizing: spent and saved")
+    def savings(self, obj: Thread) -> str:
+        if obj.pk is None:
+            return "-"
+        totals = savings(thread=obj)
+        return (
+            f"{totals['spent_tokens']} tokens spent summarizing; {totals['saved_tokens']} "
+            f"saved over {totals['summary_loads']} summary loads in recorded recalls"
+            + (f" (ratio {totals['ratio']})" if totals["ratio"] is not None else "")
+        )
     actions = ["fold_now", "purge_expired"]
 
     @admin.display(description="timeline")
@@ -330,9 +398,9 @@ class SummaryCoverageInline(admin.StackedInline):
 class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
     list_display = (
         "id", "summary_key", "thread", "turns", "entry_count", "span_tokens", "token_count",
-        "summarizer_model", "expires_at", covered_by_link, "expand_link",
+        "summarizer_model", "status", "fact_score", "expires_at", covered_by_link, "expand_link",
     )
-    list_filter = ("coverage__model", "tier", ExpiredFilter, CoveredFilter)
+    list_filter = (StatusFilter, "coverage__model", "tier", ExpiredFilter, CoveredFilter)
     search_fields = ("readable_content", "summary_key", "thread__client_key", "thread__title")
     list_select_related = ("thread", "coverage")
     date_hierarchy = "created_at"
@@ -340,7 +408,21 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
     fields = ("thread", "summary_key", "shown_content", "turn", "tier", "token_count",
               "expires_at", "covered_by", "expand_link")
     readonly_fields = fields
-    actions = ["unfold"]
+    actions = ["unfold", "approve", "reject", "regenerate"]
+
+    @admin.display(description="status")
+    def status(self, obj: Summary) -> str:
+        """Badges: what recall does with this summary, and what needs a person."""
+        badges = [label for label, on in summary_badges(obj) if on]
+        return format_html_join(
+            " ", '<span style="color:{};font-weight:600">{}</span>',
+            ((BADGE_COLOURS.get(label.split()[0], "#444"), label) for label in badges),
+        ) or "-"
+
+    @admin.display(description="facts kept", ordering="coverage__fact_score")
+    def fact_score(self, obj: Summary) -> str:
+        score = obj.coverage.fact_score
+        return "-" if score is None else f"{score:.0%}"
 
     @admin.display(description="turns")
     def turns(self, obj: Summary) -> str:
@@ -371,8 +453,37 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
         if not request.user.has_perm("agentmemory.delete_memoryentry"):
-            actions.pop("unfold", None)
+            for name in ("unfold", "regenerate"):
+                actions.pop(name, None)
+        if not can_expand(request):
+            # Reviewing a flagged summary means reading what it stands for.
+            for name in ("approve", "reject"):
+                actions.pop(name, None)
         return actions
+
+    @admin.action(description="Approve flagged summaries (held ones start covering)")
+    def approve(self, request: HttpRequest, queryset: QuerySet[Summary]) -> None:
+        covering = sum(services.review(summary, request.user, approve=True)
+                       for summary in queryset.select_related("coverage"))
+        self.message_user(request, f"Approved; {covering} summary(ies) now cover their span.")
+
+    @admin.action(description="Reject flagged summaries (retire them; recall stays verbatim)")
+    def reject(self, request: HttpRequest, queryset: QuerySet[Summary]) -> None:
+        for summary in queryset:
+            services.review(summary, request.user, approve=False)
+        self.message_user(request, f"Rejected {queryset.count()} summary(ies).")
+
+    @admin.action(description="Regenerate (a new call; the old version stays readable)")
+    def regenerate(self, request: HttpRequest, queryset: QuerySet[Summary]) -> None:
+        for summary in queryset.filter(retired_at__isnull=True):
+            outcome = services.regenerate(summary)
+            self.message_user(
+                request,
+                f"{summary.summary_key}: "
+                + (f"version {outcome.summary.coverage.version} written."
+                   if outcome.summary else f"declined ({outcome.decline})."),
+                messages.SUCCESS if outcome.summary else messages.WARNING,
+            )
 
     def get_urls(self) -> list[URLPattern]:
         expand = path(
@@ -401,6 +512,12 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
             "opts": self.model._meta,
             "summary": summary,
             "coverage": summary.coverage,
+            "badges": [label for label, on in summary_badges(summary) if on],
+            "intact": summary_is_intact(summary),
+            "savings": summary_savings(summary),
+            "versions": Summary.objects.filter(
+                thread=summary.thread, summary_key=summary.summary_key
+            ).select_related("coverage").order_by("coverage__version"),
             "label": label,
             "model_text": text,
             "rows": [
@@ -512,3 +629,54 @@ class SummarizerCallAdmin(ReadOnlyAdmin):
     search_fields = ("model", "backend", "error_class", "span_key", "thread__client_key")
     list_select_related = ("thread",)
     date_hierarchy = "created_at"
+
+
+# ---------------------------------------------------------------- receipts and quotas
+
+
+@admin.register(RecallReceipt)
+class RecallReceiptAdmin(ReadOnlyAdmin):
+    list_display = ("id", "thread", "turn", "budget_tokens", "tokens", "decline",
+                    "budget_decline", "created_at")
+    list_filter = ("decline", "budget_decline", ExpiredFilter)
+    search_fields = ("thread__client_key", "thread__title")
+    list_select_related = ("thread",)
+    raw_id_fields = ("thread",)
+    date_hierarchy = "created_at"
+    fields = ("thread", "turn", "budget_tokens", "tokens", "decline", "budget_decline",
+              "config", "created_at", "expires_at", "context_as_sent")
+    readonly_fields = fields
+
+    @admin.display(description="the context exactly as sent")
+    def context_as_sent(self, obj: RecallReceipt) -> str:
+        """Each item links to its entry, or to its summary's expand view."""
+        items = obj.items.select_related("entry").order_by("order")
+        rows = format_html_join(
+            "",
+            '<li><a href="{}">#{}</a> {} · {} tokens</li>',
+            (
+                (
+                    reverse("admin:agentmemory_summary_expand", args=[item.entry_id])
+                    if item.kind == EntryKind.SUMMARY
+                    else reverse("admin:agentmemory_memoryentry_change", args=[item.entry_id]),
+                    item.entry_id,
+                    item.entry.summary_key if item.kind == EntryKind.SUMMARY else item.entry.role,
+                    item.tokens,
+                )
+                for item in items
+            ),
+        )
+        text = replay(obj).text
+        return format_html('<ol>{}</ol><pre class="am-text">{}</pre>', rows, text)
+
+
+@admin.register(OwnerQuota)
+class OwnerQuotaAdmin(admin.ModelAdmin):
+    list_display = ("owner", "daily_tokens", "used_today")
+    raw_id_fields = ("owner",)
+    search_fields = (f"owner__{get_user_model().USERNAME_FIELD}",)
+    list_select_related = ("owner",)
+
+    @admin.display(description="tokens used today")
+    def used_today(self, obj: OwnerQuota) -> int:
+        return tokens_used_today(obj.owner_id)
