@@ -206,13 +206,7 @@ def recall(
     """
     config = RecallConfig.build(**overrides)
     now = now or timezone.now()
-    loaded = load_recent(thread, config, now)
-    tampered = [e for e in loaded if e.is_summary and not summary_is_intact(e)]
-    if tampered:
-        # An edited summary is not recalled: retire it and load again, so its
-        # originals come back verbatim in this very recall.
-        report_tampered(tampered)
-        loaded = load_recent(thread, config, now)
+    loaded = load_intact(thread, config, now)
     loaded_count = len(loaded)
     outcome = _summarize_stage(thread, loaded, config)
     if outcome.summary is not None and outcome.plan is not None:
@@ -245,6 +239,21 @@ def recall(
     )
 
 
+def load_intact(thread: Thread, config: RecallConfig, now: datetime) -> list[MemoryEntry]:
+    """The load stage, with every loaded summary checked against its signature.
+
+    An edited summary is neither recalled nor folded into a new one (which would sign
+    its text anew): it is retired and the load repeated, so its originals come back
+    verbatim in this very call.
+    """
+    loaded = load_recent(thread, config, now)
+    tampered = [e for e in loaded if e.is_summary and not summary_is_intact(e)]
+    if tampered:
+        report_tampered(tampered)
+        loaded = load_recent(thread, config, now)
+    return loaded
+
+
 def _summarize_stage(
     thread: Thread, loaded: list[MemoryEntry], config: RecallConfig
 ) -> FoldOutcome:
@@ -270,7 +279,7 @@ def _fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig
 def fold(thread: Thread, *, now: datetime | None = None, **overrides: Any) -> FoldOutcome:
     """The summarize stage on its own: fold what recall would fold now."""
     config = RecallConfig.build(**overrides)
-    loaded = load_recent(thread, config, now or timezone.now())
+    loaded = load_intact(thread, config, now or timezone.now())
     return _fold_loaded(thread, loaded, config)
 
 
@@ -305,7 +314,7 @@ def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]
     outcomes: list[FoldOutcome] = []
     try:
         for _ in range(memory_settings.FOLDS_PER_TASK):
-            plan = plan_fold(load_recent(thread, config, timezone.now()), config)
+            plan = plan_fold(load_intact(thread, config, timezone.now()), config)
             if plan is None:
                 break
             outcome = fold_span(

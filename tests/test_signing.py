@@ -358,3 +358,26 @@ def test_regenerate_keeps_the_old_version_readable_and_writes_version_two(
     assert sorted(folded.values_list("summary_id", flat=True)) == [old.pk, new.pk]
     assert services.recall(thread, BIG, **NO_FOLD).summaries_used == [new.pk]
     assert "match their signatures" in verify_output()
+
+
+@pytest.mark.parametrize("fold", ["fold", "fold_until_settled"])
+def test_a_fold_outside_recall_never_launders_an_edited_summary(
+    settings: Any, fold: str
+) -> None:
+    settings.AGENTMEMORY = trust_settings("plain", LOAD_COUNT=40)
+    thread, _, summary = folded_thread()  # turns 6-20, with 20 loaded of 25
+    add_user_messages(thread, 15, start=26)
+    sql_update(MemoryEntry, "content", FORGED, summary.pk)
+
+    with capture(signals.summary_tampered) as tampered:
+        if fold == "fold":
+            outcome = services.fold(thread)
+        else:
+            (outcome,) = services.fold_until_settled(thread.pk)[:1]
+
+    # The edited summary is reported and retired, not handed to the model as the
+    # conversation and then signed anew inside a fresh summary.
+    assert [t["summary"].pk for t in tampered] == [summary.pk]
+    assert all(FORGED not in str(prompt) for prompt in trust_summarizers.CALLS)
+    assert outcome.summary is not None
+    assert summary.pk not in [e.pk for e in services.expand(outcome.summary)]
