@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-sqlite test-postgres lint typecheck clean
+.PHONY: demo test test-sqlite test-postgres lint typecheck docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -33,5 +33,16 @@ lint: $(STAMP)
 typecheck: $(STAMP)
 	$(PY) -m mypy agentmemory
 
+## The documentation site in site/ (open site/index.html); any warning fails the build.
+DOCS_STAMP := $(VENV)/.docs-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+
+$(DOCS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[docs]'
+	rm -f $(VENV)/.docs-*
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) -m mkdocs build --strict
+
 clean:
-	rm -rf $(VENV) example_project/db.sqlite3 .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) site example_project/db.sqlite3 .pytest_cache .mypy_cache .ruff_cache
