@@ -454,7 +454,9 @@ def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
     now = timezone.now()
     with transaction.atomic():
         SummaryCoverage.objects.filter(summary__in=summaries).update(tampered_at=now)
-        retire([summary.pk for summary in summaries], now=now)
+        # A summary folded from an edited one may carry its text: like unfold, retire it
+        # too, so the originals come back verbatim once rather than beside it.
+        retire([*(summary.pk for summary in summaries), *derived_summaries(summaries)], now=now)
     for summary in summaries:
         logger.warning(
             "agentmemory: summary %s of thread %s does not match its signature; it is "

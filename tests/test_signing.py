@@ -381,3 +381,26 @@ def test_a_fold_outside_recall_never_launders_an_edited_summary(
     assert all(FORGED not in str(prompt) for prompt in trust_summarizers.CALLS)
     assert outcome.summary is not None
     assert summary.pk not in [e.pk for e in services.expand(outcome.summary)]
+
+
+def test_an_edited_summary_inside_a_later_summary_takes_the_later_one_with_it(
+    settings: Any,
+) -> None:
+    settings.AGENTMEMORY = trust_settings("plain")
+    thread, entries, inner = folded_thread()  # turns 6-20
+    entries += add_user_messages(thread, 15, start=26)
+    outer_id = services.recall(thread, BIG, load_count=40).folded_summary_id
+    outer = MemoryEntry.objects.get(pk=outer_id)
+    assert inner.pk in [e.pk for e in services.expand(outer)]
+
+    sql_update(MemoryEntry, "content", FORGED, inner.pk)
+    with pytest.raises(CommandError):
+        verify_output()
+
+    # The later summary was written from the edited row's text, or may have been: it
+    # is retired with it, and every original comes back verbatim exactly once.
+    outer.refresh_from_db()
+    assert outer.retired_at is not None
+    result = services.recall(thread, BIG, load_count=100, **NO_FOLD)
+    assert result.summaries_used == []
+    assert [m.id for m in result.messages] == [e.pk for e in entries]
