@@ -39,6 +39,8 @@ MIDDLEWARE = [
 ]
 
 ROOT_URLCONF = "tests.urls"
+# Tests log users in thousands of times; a slow hasher would dominate the run.
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 TEMPLATES = [
     {
         "BACKEND": "django.template.backends.django.DjangoTemplates",
