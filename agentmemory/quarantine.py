@@ -7,7 +7,9 @@ cannot see, so they are stripped on the way into the summarizer and out of it.
 
 from __future__ import annotations
 
+import json
 import re
+from typing import Any
 
 # Unicode tag characters (U+E0000-U+E007F) spell hidden ASCII; zero-width and bidi
 # controls hide or reorder text.
@@ -47,3 +49,15 @@ def injection_flags(text: str) -> list[str]:
     if has_invisible(text):
         flags.append("invisible-characters")
     return flags
+
+
+def message_flags(message: Any) -> list[str]:
+    """The flags of all a message shows the summarizer: its text, its tool name and its
+    tool calls (names and arguments), read before invisible characters are stripped."""
+    parts = [message.content, message.tool_name]
+    for call in message.tool_calls or ():
+        arguments = call.get("arguments", "")
+        if not isinstance(arguments, str):
+            arguments = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
+        parts.append(f"{call.get('name', '')}({arguments})")
+    return injection_flags("\n".join(part for part in parts if part))

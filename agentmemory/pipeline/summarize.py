@@ -33,7 +33,7 @@ from agentmemory.models import (
     summary_key,
 )
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.quarantine import injection_flags, strip_invisible
+from agentmemory.quarantine import injection_flags, message_flags, strip_invisible
 from agentmemory.signing import sign_summary
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
 from agentmemory.tokens import count_tokens
@@ -230,7 +230,7 @@ def fold_span(
         )
 
     flags = sorted(
-        {flag for entry in plan.span for flag in injection_flags(entry.content)}
+        {flag for entry in plan.span for flag in message_flags(entry)}
         | {f"output:{flag}" for flag in injection_flags(result.text)}
     )
     draft = _Draft(

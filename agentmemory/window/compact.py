@@ -23,7 +23,7 @@ from agentmemory.facts import FactCheck, check_facts, missing_facts_note
 from agentmemory.messages import clean_message
 from agentmemory.models import CallOutcome, FoldedSpan, FoldLatch, FoldPurpose, RetainPolicy, Thread
 from agentmemory.pipeline.summarize import fact_gate, prompt_hash
-from agentmemory.quarantine import injection_flags, strip_invisible
+from agentmemory.quarantine import injection_flags, message_flags, strip_invisible
 from agentmemory.signing import sign_span, span_is_intact
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.tokens import count_tokens
@@ -171,7 +171,7 @@ def compact(
         return refuse(CallOutcome.REFUSED_NOT_SMALLER, NOT_SMALLER)
 
     flags = sorted(
-        {flag for message in selection.drop for flag in injection_flags(message.content)}
+        {flag for message in selection.drop for flag in message_flags(message)}
         | {f"output:{flag}" for flag in injection_flags(result.text)}
     )
     span = _journal(
