@@ -405,3 +405,15 @@ def test_the_receipt_turn_is_the_thread_s_latest_even_from_a_stale_instance() ->
     assert max(m.turn for m in result.messages) == 13
     assert receipt_of(result).turn == 13
     assert [r.pk for r in receipts_at_turn(thread, 13)] == [result.receipt_id]
+
+
+@pytest.mark.parametrize("turn", ["ten", "-1", "1.5", "", "²", "99999999999999999999"])
+def test_a_bad_turn_filter_answers_400_with_the_field(turn: str) -> None:
+    user, client = api_client("ada")
+    thread = make_thread(owner=user)
+    add_user_messages(thread, 3, now=NOW)
+    services.recall(thread, BIG, now=NOW)
+
+    body = get(client, f"{API}threads/{thread.pk}/recalls/?turn={turn}", status=400)
+
+    assert list(body) == ["turn"]

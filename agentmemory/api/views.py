@@ -397,7 +397,7 @@ class ReceiptList(MemoryAPIView, generics.ListAPIView):
         receipts = RecallReceipt.objects.filter(thread=self.thread()).prefetch_related("items")
         turn = self.request.query_params.get("turn")
         if turn is not None:
-            if not turn.isdigit() or int(turn) > s.MAX_INT:
+            if not (turn.isascii() and turn.isdigit()) or int(turn) > s.MAX_INT:
                 raise ValidationError({"turn": ["A turn is a non-negative integer."]})
             receipts = receipts.filter(turn=int(turn))
         return receipts.order_by("-created_at", "-id")
