@@ -102,6 +102,7 @@ def test_every_recall_records_ids_in_order_tokens_budget_settings_and_decline() 
     assert config["header"] == DEFAULTS["FORMAT_HEADER"]
     assert config["mode"] == "inline"
     assert "instruction" not in config
+    assert replay(receipt).text == result.text and result.text.endswith("\n-- end --")
 
 
 def test_a_recall_that_folds_records_the_summary_it_put_in_the_context() -> None:

@@ -404,3 +404,23 @@ def test_an_edited_summary_inside_a_later_summary_takes_the_later_one_with_it(
     result = services.recall(thread, BIG, load_count=100, **NO_FOLD)
     assert result.summaries_used == []
     assert [m.id for m in result.messages] == [e.pk for e in entries]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug: services.regenerate folds the summary's sources without checking their "
+    "signatures, so an edited nested summary is sent to the model and signed anew",
+)
+def test_regenerate_never_launders_an_edited_nested_summary(settings: Any) -> None:
+    settings.AGENTMEMORY = trust_settings("plain")
+    thread, _, inner = folded_thread()
+    add_user_messages(thread, 15, start=26)
+    outer = MemoryEntry.objects.get(
+        pk=services.recall(thread, BIG, load_count=40).folded_summary_id
+    )
+    sql_update(MemoryEntry, "content", FORGED, inner.pk)
+    trust_summarizers.CALLS.clear()
+
+    services.regenerate(outer)
+
+    assert all(FORGED not in str(prompt) for prompt in trust_summarizers.CALLS)
