@@ -18,6 +18,7 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agentmemory import ledger, services, signals
+from agentmemory.checks import check_settings
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -381,3 +382,16 @@ def test_regenerating_over_the_quota_keeps_the_current_summary(
     assert summary.retired_at is None
     covered = MemoryEntry.objects.filter(covered_by=summary).order_by("position")
     assert list(covered.values_list("pk", flat=True)) == [e.pk for e in entries[5:20]]
+
+
+@pytest.mark.parametrize("quota", [0, -5, 1.5, "1000", True])
+def test_a_bad_daily_quota_fails_the_check(settings: Any, quota: Any) -> None:
+    settings.AGENTMEMORY = {"DAILY_TOKEN_QUOTA": quota}
+    errors = [e for e in check_settings() if e.id == "agentmemory.E013"]
+    assert errors and "DAILY_TOKEN_QUOTA" in errors[0].msg
+
+
+@pytest.mark.parametrize("quota", [None, 1, 250_000])
+def test_a_good_daily_quota_passes_the_check(settings: Any, quota: Any) -> None:
+    settings.AGENTMEMORY = {"DAILY_TOKEN_QUOTA": quota}
+    assert not [e for e in check_settings() if e.id == "agentmemory.E013"]

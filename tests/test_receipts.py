@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 from rest_framework.test import APIClient
 
 from agentmemory import services
+from agentmemory.checks import check_settings
 from agentmemory.conf import DEFAULTS
 from agentmemory.models import MemoryEntry, RecallReceipt, ReceiptItem, Thread
 from agentmemory.receipts import receipts_at_turn, replay
@@ -418,3 +419,11 @@ def test_a_bad_turn_filter_answers_400_with_the_field(turn: str) -> None:
     body = get(client, f"{API}threads/{thread.pk}/recalls/?turn={turn}", status=400)
 
     assert list(body) == ["turn"]
+
+
+@pytest.mark.parametrize("key", ["RECEIPTS", "HOLD_FLAGGED"])
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_a_non_boolean_switch_fails_the_check(settings: Any, key: str, value: Any) -> None:
+    settings.AGENTMEMORY = {key: value}
+    errors = [e for e in check_settings() if e.id == "agentmemory.E013"]
+    assert errors and key in errors[0].msg

@@ -21,6 +21,7 @@ from django.db import connection
 
 import agentmemory
 from agentmemory import services, signals
+from agentmemory.checks import check_settings
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -424,3 +425,15 @@ def test_regenerate_never_launders_an_edited_nested_summary(settings: Any) -> No
     services.regenerate(outer)
 
     assert all(FORGED not in str(prompt) for prompt in trust_summarizers.CALLS)
+
+
+@pytest.mark.parametrize("key", ["short", 12345, b"b" * 40])
+def test_a_bad_signing_key_fails_the_check(settings: Any, key: Any) -> None:
+    settings.AGENTMEMORY = {"SIGNING_KEY": key}
+    errors = [e for e in check_settings() if e.id == "agentmemory.E013"]
+    assert errors and "SIGNING_KEY" in errors[0].msg and errors[0].hint
+
+
+def test_a_good_signing_key_passes_the_check(settings: Any) -> None:
+    settings.AGENTMEMORY = {"SIGNING_KEY": KEY_A}
+    assert not [e for e in check_settings() if e.id == "agentmemory.E013"]
