@@ -27,7 +27,9 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("id", re.compile(r"\b(?=[A-Z0-9_-]*\d)(?=[A-Z0-9_-]*[A-Z])[A-Z0-9]+(?:[-_][A-Z0-9]+)+\b"
                       r"|#\d{2,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
                       r"[0-9a-f]{12}\b", re.I)),
-    ("quoted", re.compile(r"\"([^\"\n]{2,60})\"|“([^”\n]{2,60})”")),
+    # Whole quoted strings, scanned left to right so a match never spans two of them;
+    # the ``key`` group marks a JSON key, which is structure rather than a fact.
+    ("quoted", re.compile(r"\"(?P<q>(?:[^\"\\\n]|\\.)*)\"(?P<key>\s*:)?|“(?P<c>[^”\n]*)”")),
     ("number", re.compile(r"(?<![\w.])\d{2,}(?:[.,]\d+)*(?![\w])")),
 ]
 #: A number in a summary's text (thousands separators already removed), for amounts.
@@ -61,7 +63,12 @@ def extract_facts(texts: Iterable[str]) -> list[Fact]:
         rest = text
         for kind, pattern in _PATTERNS:
             for match in pattern.finditer(rest):
-                value = next((g for g in match.groups() if g), None) or match.group(0)
+                if kind == "quoted":
+                    value = (match["q"] or match["c"] or "").strip()
+                    if match["key"] or not 2 <= len(value) <= 60:
+                        continue
+                else:
+                    value = next((g for g in match.groups() if g), None) or match.group(0)
                 value = value.strip().rstrip(".,;:")
                 found.setdefault((kind, _normal(kind, value)), Fact(kind, value))
             rest = pattern.sub(" ", rest)

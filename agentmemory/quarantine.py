@@ -17,20 +17,26 @@ _INVISIBLE = re.compile(
     "[\U000e0000-\U000e007f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad]"
 )
 
+# Aimed at the model, not at a person: "ignore previous instructions", not "disregard my
+# earlier message"; "reveal your system prompt", not "print the return label instructions".
 _RULES: list[tuple[str, re.Pattern[str]]] = [
     ("ignore-instructions", re.compile(
         r"\b(?:ignore|disregard|forget|override)\b[^.\n]{0,40}\b(?:previous|prior|above|"
-        r"earlier|all|system)\b[^.\n]{0,20}\b(?:instructions?|prompts?|rules?|messages?)\b",
+        r"earlier|all|system|your)\b[^.\n]{0,20}\b(?:instructions?|prompts?|rules|"
+        r"guidelines)\b",
         re.I)),
     ("role-override", re.compile(
-        r"(?:^|\n)\s*(?:system|assistant|developer)\s*:|\byou are now\b|\bnew instructions?\b"
-        r"|\bact as (?:the )?(?:system|developer|admin)\b|<\|?(?:im_start|system)\|?>",
+        r"(?:^|\n)\s*(?:system|assistant|developer)\s*:|\byou are now (?:an? |the |in )?(?:\w+ )?"
+        r"(?:ai|assistant|model|bot|dan|mode|unrestricted|jailbroken|system)\b"
+        r"|\bnew (?:system )?instructions?\s*:|\bact as (?:the )?(?:system|developer|admin)\b"
+        r"|<\|?(?:im_start|system)\|?>",
         re.I)),
     ("tool-call-imitation", re.compile(
         r"\"(?:tool_calls|function_call)\"\s*:|<tool_call>|<function_calls?>|\btool_result\[",
         re.I)),
     ("prompt-exfiltration", re.compile(
-        r"\b(?:reveal|print|show|repeat)\b[^.\n]{0,30}\b(?:system prompt|instructions|api key)\b",
+        r"\b(?:reveal|print|show|repeat|output)\b[^.\n]{0,30}\b(?:(?:your|the) system prompt"
+        r"|system prompt|(?:your|hidden|initial|original) (?:instructions|prompt)|api keys?)\b",
         re.I)),
 ]
 

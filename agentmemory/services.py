@@ -20,6 +20,7 @@ from django.utils import timezone
 from agentmemory import signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, NotASummaryError
+from agentmemory.ledger import quota_exceeded
 from agentmemory.messages import clean_message
 from agentmemory.models import (
     EntryKind,
@@ -42,10 +43,12 @@ from agentmemory.pipeline.summarize import (
     FoldOutcome,
     decline_not_worth_a_call,
     fold_span,
+    latch_summaries,
     plan_fold,
     plan_span,
     report_summarizer_failure,
 )
+from agentmemory.quarantine import strip_invisible
 from agentmemory.receipts import record_receipt
 from agentmemory.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
@@ -171,7 +174,9 @@ class RecalledMessage:
             id=entry.pk,
             kind=entry.kind,
             role=entry.role,
-            content=entry.content,
+            # What the model is given never carries characters a reviewer cannot see;
+            # the stored original keeps them, byte for byte.
+            content=strip_invisible(entry.content),
             turn=entry.turn,
             tokens=entry.token_count,
             tool_calls=list(entry.tool_calls or []),
@@ -284,12 +289,16 @@ def fold(thread: Thread, *, now: datetime | None = None, **overrides: Any) -> Fo
 
 
 def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
-    """Would a recall fold now? Two bounded queries: the load and the latch check."""
+    """Would a recall fold now? The load, the latch check, and the quota when one is set."""
     config = RecallConfig.build()
     plan = plan_fold(load_recent(thread, config, now or timezone.now()), config)
-    return plan is not None and not FoldLatch.objects.filter(
-        thread=thread, purpose=FoldPurpose.RECALL_FOLD, span_key=plan.span_key
-    ).exists()
+    return (
+        plan is not None
+        and not FoldLatch.objects.filter(
+            thread=thread, purpose=FoldPurpose.RECALL_FOLD, span_key=plan.span_key
+        ).exists()
+        and not quota_exceeded(thread)
+    )
 
 
 def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]:
@@ -455,8 +464,11 @@ def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
     with transaction.atomic():
         SummaryCoverage.objects.filter(summary__in=summaries).update(tampered_at=now)
         # A summary folded from an edited one may carry its text: like unfold, retire it
-        # too, so the originals come back verbatim once rather than beside it.
-        retire([*(summary.pk for summary in summaries), *derived_summaries(summaries)], now=now)
+        # too, so the originals come back verbatim once rather than beside it; and latch
+        # the spans, so they are not folded again straight away.
+        ids = [*(summary.pk for summary in summaries), *derived_summaries(summaries)]
+        latch_summaries(ids, TAMPERED)
+        retire(ids, now=now)
     for summary in summaries:
         logger.warning(
             "agentmemory: summary %s of thread %s does not match its signature; it is "
@@ -524,19 +536,38 @@ def unfold(summary: MemoryEntry) -> int:
     """
     _require_summary(summary)
     with transaction.atomic():
-        return retire([summary.pk, *derived_summaries([summary])])
+        ids = [summary.pk, *derived_summaries([summary])]
+        # The same spans are latched: the next recall is verbatim, not a paid refold.
+        latch_summaries(ids, UNFOLDED)
+        return retire(ids)
 
 
 def regenerate(summary: MemoryEntry, **overrides: Any) -> FoldOutcome:
-    """Fold the same span again with a new call; the old version stays readable."""
+    """Fold a live summary's span again with a new call.
+
+    The old version stays live until the new one is written, then stays readable
+    (retired). A summary folded into another, or one built on an edited summary,
+    is not regenerated.
+    """
     _require_summary(summary)
-    config = RecallConfig.build(**overrides)
-    unfold(summary)
+    summarizer = get_summarizer()
+    if summary.retired_at is not None or summary.covered_by_id is not None:
+        return FoldOutcome(summary=None, decline=NOT_REGENERABLE)
     span = expand(summary)
+    tampered = [entry for entry in span if entry.is_summary and not summary_is_intact(entry)]
+    if tampered:
+        report_tampered(tampered)  # never sent to a model, never signed anew
+        return FoldOutcome(summary=None, decline=TAMPERED)
+    config = RecallConfig.build(**overrides)
     plan = plan_span(span, config)
     if plan is None:
-        return decline_not_worth_a_call(summary.thread, get_summarizer())
-    return fold_span(summary.thread, plan, config, get_summarizer())
+        return decline_not_worth_a_call(summary.thread, summarizer)
+    return fold_span(summary.thread, plan, config, summarizer, replacing=summary)
+
+
+UNFOLDED = "unfolded"
+TAMPERED = "tampered"
+NOT_REGENERABLE = "not-regenerable"
 
 
 def review(summary: MemoryEntry, user: Any, *, approve: bool) -> bool:

@@ -23,7 +23,6 @@ from agentmemory.models import (
     FoldLatch,
     MemoryEntry,
     SummarizerCall,
-    SummaryCoverage,
     Thread,
 )
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
@@ -187,6 +186,23 @@ def test_expand_refuses_a_message() -> None:
 
 
 # ---------------------------------------------------------------- law 2
+
+
+def test_unfold_keeps_the_next_recall_verbatim_even_when_a_fold_is_due(calls: list) -> None:
+    """Law 1: unfolding is not a request to pay for the same fold again."""
+    thread = make_thread()
+    entries = add_turns(thread, 5, now=NOW)
+    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+        summary = MemoryEntry.objects.get(
+            pk=services.recall(thread, BIG, now=NOW).folded_summary_id
+        )
+        helpers.CALLS.clear()
+        services.unfold(summary)
+        result = services.recall(thread, BIG, now=NOW)
+
+    assert calls == []
+    assert result.decline == "unfolded" and result.folded_summary_id is None
+    assert [m.id for m in result.messages] == [e.pk for e in entries]
 
 
 def test_one_call_per_span_written_back_under_its_key(calls: list) -> None:

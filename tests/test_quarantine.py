@@ -111,12 +111,6 @@ def test_plain_support_talk_is_not_flagged(text: str) -> None:
         "Thanks! You are now my favourite support agent.",
     ],
 )
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: ordinary support phrases trip the heuristics (prompt-exfiltration on "
-    "'show/print ... instructions', ignore-instructions on 'disregard my earlier message', "
-    "role-override on 'you are now'); with HOLD_FLAGGED such conversations are held",
-)
 def test_everyday_phrases_about_instructions_and_messages_are_not_flagged(text: str) -> None:
     assert injection_flags(text) == []
 

@@ -362,11 +362,6 @@ def test_a_quota_of_zero_blocks_every_fold_and_says_so(settings: Any, owner: Any
     assert str(quota) == "ada: unlimited"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: services.regenerate retires the current summary before the new fold is "
-    "known to succeed; over the quota (or on a failed call) the span is left unsummarized",
-)
 def test_regenerating_over_the_quota_keeps_the_current_summary(
     settings: Any, owner: Any
 ) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -65,9 +66,7 @@ class FoldPlan:
 
     @property
     def span_key(self) -> str:
-        """The latch key: the span's exact entry ids. A grown span is a new key."""
-        ids = ",".join(str(entry.pk) for entry in self.span)
-        return hashlib.sha256(ids.encode()).hexdigest()
+        return span_key_of(entry.pk for entry in self.span)
 
     @property
     def span_tokens(self) -> int:
@@ -87,6 +86,33 @@ class FoldOutcome:
     @property
     def folded(self) -> bool:
         return self.summary is not None
+
+
+def span_key_of(ids: Iterable[int]) -> str:
+    """The latch key: the span's exact entry ids, in thread order. A grown span is a
+    new key."""
+    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
+
+
+def latch_summaries(summary_ids: Iterable[int], reason: str) -> None:
+    """Latch the spans of these summaries, so the same spans are not folded again.
+
+    Unfolding and a detected edit both promise originals recalled verbatim; without
+    the latch, the very next recall would fold the same span again and pay for it.
+    """
+    sources = SummarySource.objects.filter(summary_id__in=list(summary_ids)).order_by(
+        "summary_id", "entry__position", "entry_id"
+    ).values_list("summary_id", "entry_id", "summary__thread_id", "summary__coverage__model")
+    spans: dict[int, tuple[int, str, list[int]]] = {}
+    for summary_id, entry_id, thread_id, model in sources:
+        spans.setdefault(summary_id, (thread_id, model, []))[2].append(entry_id)
+    for thread_id, model, ids in spans.values():
+        FoldLatch.objects.get_or_create(
+            thread_id=thread_id,
+            purpose=FoldPurpose.RECALL_FOLD,
+            span_key=span_key_of(ids),
+            defaults={"reason": reason, "entry_count": len(ids), "model": model},
+        )
 
 
 def _first_turn(entry: MemoryEntry) -> int:
@@ -169,21 +195,26 @@ def fold_span(
     *,
     attempt: int = 1,
     raise_transient: bool = False,
+    replacing: MemoryEntry | None = None,
 ) -> FoldOutcome:
     """At most one summarizer call for ``plan``, its ledger row, its signal, and write-back.
 
     With ``raise_transient`` (the background task), a transient failure is recorded
     and re-raised so the task can retry; in a recall it is a decline like any other.
+    With ``replacing`` (regenerating), the span is asked again on purpose, and the
+    summary it replaces is retired in the same transaction that writes the new one:
+    until then it stays live, so a refused or failed call leaves it in place.
     """
     purpose = FoldPurpose.RECALL_FOLD
     span_key = plan.span_key
     latch = FoldLatch.objects.filter(thread=thread, purpose=purpose, span_key=span_key)
     for reason in latch.values_list("reason", flat=True):
-        return _decline(thread, summarizer, reason, latched=True)
+        if replacing is None:
+            return _decline(thread, summarizer, reason, latched=True)
     versions = list(
-        MemoryEntry.objects.filter(thread=thread, summary_key=plan.key).values_list(
-            "retired_at", flat=True
-        )
+        MemoryEntry.objects.filter(thread=thread, summary_key=plan.key)
+        .exclude(pk=replacing.pk if replacing else None)
+        .values_list("retired_at", flat=True)
     )
     if None in versions:
         # A live summary holds this key: the write-back could only hit the unique
@@ -235,9 +266,12 @@ def fold_span(
     )
     draft = _Draft(
         content=content, tokens=tokens, result=result, facts=facts, flags=flags,
-        version=len(versions) + 1, prompt_hash=prompt_hash(config.instruction),
+        version=len(versions) + 1 + (replacing is not None),
+        prompt_hash=prompt_hash(config.instruction),
     )
-    summary = _write_back(thread, plan, config, summarizer, draft, started, attempt)
+    summary = _write_back(
+        thread, plan, config, summarizer, draft, started, attempt, replacing=replacing
+    )
     if summary is None:
         # Another worker folded this span first; its summary is the one that counts.
         return _decline(thread, summarizer, ALREADY_FOLDED, result, called=True)
@@ -312,6 +346,8 @@ def _write_back(
     draft: _Draft,
     started: float,
     attempt: int,
+    *,
+    replacing: MemoryEntry | None = None,
 ) -> MemoryEntry | None:
     ids = [entry.pk for entry in plan.span]
     newest = plan.span[-1]
@@ -323,6 +359,13 @@ def _write_back(
     try:
         with transaction.atomic():
             Thread.objects.select_for_update().filter(pk=thread.pk).first()
+            if replacing is not None:
+                # Retired first: the live summary key is unique.
+                if not MemoryEntry.objects.filter(
+                    pk=replacing.pk, retired_at__isnull=True, covered_by__isnull=True
+                ).update(retired_at=timezone.now()):
+                    raise _SpanChanged
+                MemoryEntry.objects.filter(covered_by=replacing).update(covered_by=None)
             summary = MemoryEntry.objects.create(
                 thread=thread,
                 kind=EntryKind.SUMMARY,
