@@ -1,6 +1,6 @@
 """Durable, explainable conversation memory for LLM agents on Django.
 
-The Python API lives in :mod:`agentmemory.services`; the names users import most
+The Python API lives in `agentmemory.services`; the names users import most
 are re-exported lazily here so that importing the package never touches models
 before the app registry is ready.
 """

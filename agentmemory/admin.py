@@ -531,12 +531,12 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
         }
         return TemplateResponse(request, "agentmemory/admin/summary_expand.html", context)
 
-    @admin.action(description="Unfold: delete the selected summaries (originals stay)")
+    @admin.action(description="Unfold: retire the selected summaries (originals verbatim)")
     def unfold(self, request: HttpRequest, queryset: QuerySet[Summary]) -> HttpResponse | None:
         if request.POST.get("confirm") == "yes":
             deleted = 0
             for pk in list(queryset.values_list("pk", flat=True)):
-                # Read afresh: unfolding an inner summary deletes the ones built on it,
+                # Read afresh: unfolding an inner summary retires the ones built on it,
                 # which may be selected too and must not be counted twice.
                 summary = Summary.objects.filter(pk=pk).first()
                 if summary is not None:

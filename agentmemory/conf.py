@@ -1,8 +1,8 @@
-"""The ``AGENTMEMORY`` settings dict, read lazily against :data:`DEFAULTS`.
+"""The ``AGENTMEMORY`` settings dict, read lazily against `DEFAULTS`.
 
 Modelled on DRF's ``api_settings``: nothing is read at import time, an unknown key
 raises, and the cache is dropped on ``setting_changed`` so ``override_settings``
-works in tests. Validation of values lives in :mod:`agentmemory.checks`.
+works in tests. Validation of values lives in `agentmemory.checks`.
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ DEFAULTS: dict[str, Any] = {
 
 
 class AgentMemorySettings:
-    """Attribute access to ``AGENTMEMORY`` merged over :data:`DEFAULTS`."""
+    """Attribute access to ``AGENTMEMORY`` merged over `DEFAULTS`."""
 
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}

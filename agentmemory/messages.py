@@ -1,6 +1,6 @@
 """Validation of incoming messages, shared by append and window compaction.
 
-Every problem raises :class:`InvalidMessageError` naming the field, before anything
+Every problem raises `InvalidMessageError` naming the field, before anything
 is written.
 """
 

@@ -443,7 +443,7 @@ class RecallReceipt(models.Model):
 class ReceiptItem(models.Model):
     receipt = models.ForeignKey(RecallReceipt, on_delete=models.CASCADE, related_name="items")
     entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="+")
-    order = models.PositiveSmallIntegerField()
+    order = models.PositiveIntegerField()
     kind = models.CharField(max_length=8, choices=EntryKind.choices)
     tokens = models.PositiveIntegerField()
 

@@ -98,7 +98,7 @@ def append(
     ``tool_calls`` (assistant: ``[{"id", "name", "arguments"}]``), ``tool_name`` and
     ``tool_call_id`` (tool), ``turn``, ``tier`` and ``metadata``. When ``turn`` is
     omitted, each user message opens a new turn and the others join the current one.
-    Any invalid message raises :class:`InvalidMessageError` and nothing is stored.
+    Any invalid message raises `InvalidMessageError` and nothing is stored.
     """
     batch = [messages] if isinstance(messages, Mapping) else list(messages)
     cleaned = [clean_message(message, index) for index, message in enumerate(batch)]

@@ -1,10 +1,13 @@
 """Signals sent by agentmemory. Every fold and every decline is sent, never silent.
 
-``fold_completed``: a summary was written. Arguments: ``thread``, ``summary``,
-``purpose``, ``model``, ``prompt_tokens``, ``completion_tokens``, ``entry_count``.
+``fold_completed``: a summary was written (also one held for review). Arguments:
+``thread``, ``summary``, ``purpose``, ``model``, ``prompt_tokens``,
+``completion_tokens``, ``entry_count``.
 
 ``fold_declined``: a fold was considered and not made. Arguments: ``thread``,
-``purpose``, ``reason`` (``not-worth-a-call``, ``summarizer-failed``, ``not-smaller``),
+``purpose``, ``reason`` (``not-worth-a-call``, ``summarizer-failed``, ``not-smaller``,
+``lost-facts``, ``quota-exceeded``, ``already-folded``, and for latched spans also
+``unfolded`` and ``tampered``; a window fold may also refuse ``tampered``),
 ``model``, ``prompt_tokens``, ``completion_tokens`` (None when no call was made),
 ``latched`` (True when a persistent latch answered without a call), ``error`` (the
 exception class name for ``summarizer-failed``, else ``""``).

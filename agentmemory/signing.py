@@ -1,9 +1,10 @@
 """Keyed fingerprints of summaries and spans: a row edited in the database is detected.
 
 HMAC-SHA256 over a canonical payload, with AGENTMEMORY['SIGNING_KEY'] or, when that is
-None, a key derived from SECRET_KEY (Django's salted_hmac). Rotating the key makes
-every stored summary fail verification: ``manage.py agentmemory_verify --resign``
-re-signs them under the new key after you have checked them.
+None, a key derived from SECRET_KEY (Django's salted_hmac). Rotating SECRET_KEY keeps
+signatures valid while the old key is in SECRET_KEY_FALLBACKS; run ``manage.py
+agentmemory_verify --resign`` before dropping it. A dedicated SIGNING_KEY has no
+fallback: re-sign right after changing it.
 """
 
 from __future__ import annotations
@@ -21,10 +22,25 @@ from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage
 _SALT = "agentmemory.signing"
 
 
-def _sign(payload: dict[str, Any]) -> str:
+def _sign(payload: dict[str, Any], secret: str | None = None) -> str:
     value = json.dumps(payload, sort_keys=True, ensure_ascii=False, default=str)
-    secret = memory_settings.SIGNING_KEY or settings.SECRET_KEY
+    secret = secret or memory_settings.SIGNING_KEY or settings.SECRET_KEY
     return salted_hmac(_SALT, value, secret=secret, algorithm="sha256").hexdigest()
+
+
+def _fallback_keys() -> list[str]:
+    """Keys a signature may still be under after a rotation: Django's
+    SECRET_KEY_FALLBACKS when the key is derived from SECRET_KEY, none otherwise."""
+    if memory_settings.SIGNING_KEY:
+        return []
+    return list(getattr(settings, "SECRET_KEY_FALLBACKS", []))
+
+
+def _matches(signature: str, payload: dict[str, Any]) -> bool:
+    return any(
+        hmac.compare_digest(signature, _sign(payload, key))
+        for key in [None, *_fallback_keys()]
+    )
 
 
 def summary_payload(summary: MemoryEntry, coverage: SummaryCoverage) -> dict[str, Any]:
@@ -56,7 +72,7 @@ def sign_summary(summary: MemoryEntry, coverage: SummaryCoverage) -> str:
 
 def summary_is_intact(summary: MemoryEntry) -> bool:
     coverage = summary.coverage
-    return hmac.compare_digest(coverage.signature, sign_summary(summary, coverage))
+    return _matches(coverage.signature, summary_payload(summary, coverage))
 
 
 def span_payload(span: FoldedSpan) -> dict[str, Any]:
@@ -82,4 +98,4 @@ def sign_span(span: FoldedSpan) -> str:
 
 
 def span_is_intact(span: FoldedSpan) -> bool:
-    return hmac.compare_digest(span.signature, sign_span(span))
+    return _matches(span.signature, span_payload(span))

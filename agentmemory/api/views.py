@@ -268,8 +268,9 @@ class SummaryDetail(MemoryAPIView):
         summary = get_object_or_404(thread_summaries(self.thread()), pk=summary_id)
         return Response(s.SummarySerializer(summary).data)
 
-    @extend_schema(responses={204: None}, description="Unfold: delete the summary (and any "
-                   "summary built on it); the next recall is verbatim.")
+    @extend_schema(responses={204: None}, description="Unfold: retire the summary (and any "
+                   "summary built on it). It stays readable here and in receipts, covers "
+                   "nothing, and the next recall is verbatim.")
     def delete(self, request: Request, thread_id: int, summary_id: int) -> Response:
         summary = get_object_or_404(thread_summaries(self.thread()), pk=summary_id)
         services.unfold(summary)

@@ -1,5 +1,5 @@
 """The recall stages: load -> summarize -> [decay] -> pick by budget -> format.
 
-Each stage is a small function over entries; :func:`agentmemory.services.recall`
+Each stage is a small function over entries; `agentmemory.services.recall`
 wires them. Only load and the summarize write-back touch the database.
 """

@@ -30,7 +30,7 @@ def build_prompt(messages: Sequence[MessageLike], instruction: str) -> list[Chat
 
 
 class BaseSummarizer:
-    """Subclasses implement :meth:`complete`; the prompt is composed here, once."""
+    """Subclasses implement `complete`; the prompt is composed here, once."""
 
     #: Options this backend accepts in ``AGENTMEMORY['SUMMARIZER']['OPTIONS']``.
     option_names: frozenset[str] = frozenset()

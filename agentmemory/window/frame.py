@@ -59,5 +59,5 @@ def span_fingerprint(messages: Sequence[WindowMessage]) -> str:
 
 
 def looks_like_frame(content: str) -> bool:
-    """Only that the text *looks* like a frame; :func:`folded_span_for` says if it is one."""
+    """Only that the text *looks* like a frame; `folded_span_for` says if it is one."""
     return content.startswith(WINDOW_FRAME_PREFIX)
