@@ -592,9 +592,10 @@ reached with the usual `PG*` variables; the suite creates and drops its own data
 only server the suite talks to, besides the database, is a loopback OpenAI-compatible
 stub.
 
-The last run took **{results["elapsed_s"] / 60:.1f} minutes** on:
+The last run measured for **{results["elapsed_s"] / 60:.1f} minutes** (installing the two
+virtualenvs on a fresh clone comes on top) on:
 
-{table(["", ""], [
+{table(["machine and software", ""], [
         ["CPU", f"{m['cpu']}, nproc {m['nproc']}"],
         ["memory", m["memory"]],
         ["system", m["os"]],
@@ -693,7 +694,9 @@ def _writes_section(results: dict[str, Any]) -> str:
   each, on a new thread; **batch**: {APPEND_BATCHES} calls of 50 messages. Each call is
   one transaction (the thread row lock, one multi-row insert, the counters), committed.
   The CPU column is this process's CPU time per message (token counting, validation,
-  the ORM); the rest of the wall time is the database and its commit to disk.
+  the ORM); the rest of the wall time is the database and its commit to disk, so single
+  appends follow the disk's flush latency, which on a shared machine varies from run to
+  run far more than the CPU figures do.
 * **purge**: a thread of {purge["rows"]:,} expired entries purged by
   `services.purge_expired()` in batches of {purge["batch_size"]:,}
   ({purge["batches"]} batches, each one transaction), on a database that also holds the
