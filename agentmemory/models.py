@@ -187,6 +187,12 @@ class MemoryEntry(models.Model):
                 name="agentmemory_entry_visible",
             ),
             models.Index(fields=["thread", "position"], name="agentmemory_entry_order"),
+            # Every version of one summary key, retired ones too: the fold counts them.
+            models.Index(
+                fields=["thread", "summary_key"],
+                condition=Q(summary_key__isnull=False),
+                name="agentmemory_summary_versions",
+            ),
             models.Index(
                 fields=["expires_at"],
                 condition=Q(expires_at__isnull=False),
