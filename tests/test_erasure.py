@@ -19,6 +19,7 @@ from agentmemory.models import (
     MemoryEntry,
     SummarizerCall,
     SummaryCoverage,
+    SummarySource,
     Thread,
 )
 
@@ -122,6 +123,29 @@ def test_survivors_are_verbatim_again_and_fold_again_later() -> None:
     assert victim.pk not in covered and covered <= set(survivors)
     assert refolded.coverage.entry_count == len(covered)
     assert contents(thread) == survivors  # folding again changed no original
+
+
+@pytest.mark.django_db
+def test_erasing_an_original_deletes_retired_versions_built_on_it_too() -> None:
+    """Unfolded summaries are kept for history; erasure does not leave them behind,
+    nor the live summary folded again over the same originals."""
+    thread = Thread.objects.create()
+    inner, outer = nested(thread)
+    assert services.unfold(inner) == 2  # inner, and outer built on it
+    refolded = services.recall(thread, 100_000, **KNOBS).folded_summary_id
+    assert refolded is not None
+    victim = MemoryEntry.objects.filter(thread=thread, turn=1, role="user").get()
+    before = contents(thread)
+
+    services.erase_entry(victim)
+
+    gone = [victim.pk, inner.pk, outer.pk, refolded]
+    assert not MemoryEntry.objects.filter(pk__in=gone).exists()
+    assert not SummarySource.objects.filter(summary_id__in=gone).exists()
+    assert not SummarySource.objects.filter(entry_id=victim.pk).exists()
+    assert not MemoryEntry.objects.filter(thread=thread).summaries().exists()
+    del before[victim.pk]
+    assert contents(thread) == before
 
 
 @pytest.mark.django_db

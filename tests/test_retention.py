@@ -10,7 +10,7 @@ import pytest
 from django.db.models import Count, F, Q
 
 from agentmemory import services
-from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage, Thread
+from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage, SummarySource, Thread
 from agentmemory.querysets import unexpired_q
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
@@ -56,15 +56,20 @@ def expired_span(thread: Thread, expires_at: datetime | None, n: int) -> FoldedS
 
 
 def assert_consistent(now: datetime) -> None:
-    """Nothing half-purged: every summary has all its originals, nothing is hidden by a
-    summary that is gone or expired while the hidden row is still live."""
+    """Nothing half-purged: every summary, standing or retired, still has every row it
+    was written over; a standing one covers exactly those; nothing live is hidden by a
+    summary that is gone or expired."""
     summaries = MemoryEntry.objects.summaries()
     assert not summaries.filter(coverage__isnull=True).exists()
-    mismatched = summaries.annotate(covered=Count("covered_entries")).exclude(
-        covered=F("coverage__entry_count")
+    lost = summaries.annotate(sources_left=Count("sources")).exclude(
+        sources_left=F("coverage__entry_count")
     )
+    assert list(lost.values_list("pk", "sources_left", "coverage__entry_count")) == []
+    standing = summaries.live().annotate(covered=Count("covered_entries"))
+    mismatched = standing.exclude(covered=F("coverage__entry_count"))
     assert list(mismatched.values_list("pk", "covered", "coverage__entry_count")) == []
-    assert not summaries.filter(covered_entries__isnull=True).exists()
+    retired = summaries.exclude(retired_at__isnull=True, held_at__isnull=True)
+    assert not retired.filter(covered_entries__isnull=False).exists()
     live_hidden_by_dead = MemoryEntry.objects.filter(
         unexpired_q(now), covered_by__isnull=False, covered_by__expires_at__lte=now
     )
@@ -256,6 +261,43 @@ def test_purge_keeps_expired_originals_while_their_summary_lives() -> None:
     ) == [(4, None), (4, None)]
     assert MemoryEntry.objects.filter(thread=keep).count() == 4
     assert_consistent(at)
+
+
+@pytest.mark.django_db
+def test_purge_takes_a_retired_summary_with_its_expired_originals() -> None:
+    """Unfolded, a summary covers nothing and its oldest originals are purged when they
+    expire; the retired summary (kept for history) goes with them, though it would live
+    longer: it may never stand for rows that are gone."""
+    thread = Thread.objects.create(ttl=HOUR)
+    conversation(thread, 4)
+    summary = services.fold(thread, now=T0 + timedelta(minutes=30), **KNOBS).summary
+    assert summary is not None
+    turn_one = set(MemoryEntry.objects.filter(thread=thread, turn=1).values_list("pk", flat=True))
+    assert services.unfold(summary) == 1
+
+    at = T0 + timedelta(minutes=65)  # turn 1 expired; turns 2-3 and the summary not yet
+    result = services.purge_expired(now=at)
+    assert result.entries == 3
+    assert not MemoryEntry.objects.filter(pk=summary.pk).exists()
+    assert not SummarySource.objects.filter(summary_id=summary.pk).exists()
+    assert list(
+        MemoryEntry.objects.filter(thread=thread).values_list("turn", flat=True)
+    ) == [2, 2, 3, 3, 4, 4]
+    assert not MemoryEntry.objects.filter(pk__in=turn_one).exists()
+    recalled = services.recall(thread, 100_000, now=at, trigger_min_entries=1000)
+    assert [m.turn for m in recalled.messages] == [2, 2, 3, 3, 4, 4]
+    assert_consistent(at)
+
+
+@pytest.mark.django_db
+def test_purge_can_be_limited_to_threads() -> None:
+    one, two = Thread.objects.create(ttl=HOUR), Thread.objects.create(ttl=HOUR)
+    conversation(one, 2)
+    conversation(two, 2)
+    result = services.purge_expired(now=T0 + 2 * HOUR, thread_ids=[one.pk])
+    assert result.entries == 4
+    assert not MemoryEntry.objects.filter(thread=one).exists()
+    assert MemoryEntry.objects.filter(thread=two).count() == 4
 
 
 @pytest.mark.django_db
