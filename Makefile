@@ -19,7 +19,7 @@ demo: $(STAMP)
 	$(PY) manage.py runserver 127.0.0.1:8000
 
 ## The whole suite, on SQLite (the embedded default) and then on PostgreSQL.
-test: $(STAMP) lint test-sqlite test-postgres
+test: $(STAMP) lint typecheck test-sqlite test-postgres
 
 test-sqlite: $(STAMP)
 	AGENTMEMORY_TEST_DB=sqlite $(PY) -m pytest

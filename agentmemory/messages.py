@@ -75,7 +75,8 @@ def clean_tool_calls(calls: Any, role: str, fail: Any) -> list[dict[str, Any]]:
         if not isinstance(call, Mapping):
             raise fail("each tool call must be an object with id and name.", "tool_calls")
         # Accept OpenAI's nested shape as well as the flat one.
-        function = call.get("function") if isinstance(call.get("function"), Mapping) else call
+        nested = call.get("function")
+        function = nested if isinstance(nested, Mapping) else call
         call_id, name = call.get("id"), function.get("name")
         if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
             raise fail("each tool call needs a non-empty string id and name.", "tool_calls")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
@@ -224,15 +226,20 @@ class MemoryEntry(models.Model):
         return self.kind == EntryKind.SUMMARY
 
 
-class SummaryManager(models.Manager.from_queryset(MemoryEntryQuerySet)):  # type: ignore[misc]
+MemoryEntryManager = models.Manager.from_queryset(MemoryEntryQuerySet)
+
+
+class SummaryManager(MemoryEntryManager[MemoryEntry]):
     def get_queryset(self) -> MemoryEntryQuerySet:
-        return super().get_queryset().filter(kind=EntryKind.SUMMARY)
+        # from_queryset managers return their queryset class; django-stubs types the
+        # inherited get_queryset() as a plain QuerySet.
+        return super().get_queryset().filter(kind=EntryKind.SUMMARY)  # type: ignore[return-value]
 
 
 class Summary(MemoryEntry):
     """Summaries only: the same rows as MemoryEntry, for their own admin pages."""
 
-    objects = SummaryManager()
+    objects: ClassVar[SummaryManager] = SummaryManager()
 
     class Meta:
         proxy = True

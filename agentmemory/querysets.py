@@ -11,20 +11,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 if TYPE_CHECKING:
-    from agentmemory.models import MemoryEntry, Thread
-
-    _EntryBase = models.QuerySet[MemoryEntry]
-    _ThreadBase = models.QuerySet[Thread]
-else:
-    _EntryBase = models.QuerySet
-    _ThreadBase = models.QuerySet
+    # Named in the quoted QuerySet["..."] bases below, which pyflakes does not read.
+    from agentmemory.models import MemoryEntry, Thread  # noqa: F401
 
 
 def unexpired_q(now: datetime, prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
 
 
-class MemoryEntryQuerySet(_EntryBase):
+class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
     def unexpired(self, now: datetime | None = None) -> MemoryEntryQuerySet:
         return self.filter(unexpired_q(now or timezone.now()))
 
@@ -61,6 +56,6 @@ class MemoryEntryQuerySet(_EntryBase):
         return self.order_by("-position", "-id")
 
 
-class ThreadQuerySet(_ThreadBase):
+class ThreadQuerySet(models.QuerySet["Thread"]):
     def owned_by(self, user: object) -> ThreadQuerySet:
         return self.filter(owner=user)

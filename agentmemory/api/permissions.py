@@ -2,19 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.http import Http404
+from rest_framework.exceptions import NotAuthenticated
 from rest_framework.request import Request
 
 from agentmemory.models import Thread
 
+if TYPE_CHECKING:
+    from django.contrib.auth.models import _User
+
 EXPAND_PERMISSION = "agentmemory.expand_summary"
+
+
+def authenticated_user(request: Request) -> _User:
+    """The requesting user, who may own threads. The views require IsAuthenticated, so
+    an anonymous request is refused before it gets here."""
+    user = request.user
+    if not user.is_authenticated:
+        raise NotAuthenticated()
+    return user
 
 
 def owned_thread(request: Request, thread_id: int) -> Thread:
     """The thread if the requesting user owns it; 404 otherwise, staff included."""
-    thread = Thread.objects.filter(pk=thread_id, owner=request.user).first()
+    thread = Thread.objects.filter(pk=thread_id, owner=authenticated_user(request)).first()
     if thread is None:
         raise Http404(f"No thread {thread_id}.")
     return thread

@@ -90,8 +90,8 @@ class SecondsField(serializers.IntegerField):
         value = super().run_validation(data)
         return None if value is None else timedelta(seconds=value)
 
-    def to_representation(self, value: timedelta) -> int:
-        return int(value.total_seconds())
+    def to_representation(self, value: timedelta | int) -> int:
+        return int(value.total_seconds()) if isinstance(value, timedelta) else value
 
 
 class ThreadSerializer(StrictModelSerializer):
@@ -131,7 +131,10 @@ class ThreadSerializer(StrictModelSerializer):
 class ToolCallSerializer(StrictSerializer):
     id = serializers.CharField(max_length=200)
     name = serializers.CharField(max_length=200)
-    arguments = serializers.JSONField(required=False, default="", validators=[storable_json])
+    # Any JSON value may come (OpenAI sends a string); the stubs allow only an object default.
+    arguments = serializers.JSONField(
+        required=False, default="", validators=[storable_json]  # type: ignore[arg-type]
+    )
 
 
 class MessageSerializer(StrictSerializer):
@@ -267,7 +270,7 @@ class OriginalsResponseSerializer(serializers.Serializer):
 
 
 class FoldedSpanSerializer(serializers.ModelSerializer):
-    nested_spans = serializers.PrimaryKeyRelatedField(many=True, read_only=True)
+    nested_spans = serializers.PrimaryKeyRelatedField[FoldedSpan](many=True, read_only=True)
 
     class Meta:
         model = FoldedSpan

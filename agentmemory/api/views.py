@@ -23,7 +23,7 @@ from rest_framework.views import APIView
 
 from agentmemory import services
 from agentmemory.api import serializers as s
-from agentmemory.api.permissions import expandable_thread, owned_thread
+from agentmemory.api.permissions import authenticated_user, expandable_thread, owned_thread
 from agentmemory.api.throttling import AgentMemoryThrottle
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError
@@ -77,7 +77,8 @@ def message_error(
     if batch is None or exc.index is None:
         return ValidationError(detail)
     if getattr(api_settings, "LIST_SERIALIZER_ERRORS_AS_DICT", False):
-        return ValidationError({key: {exc.index: detail}})
+        # Keyed by int index, as ListSerializer keys its own; the stubs allow str keys only.
+        return ValidationError({key: {exc.index: detail}})  # type: ignore[dict-item]
     items: list[dict[str, Any]] = [{} for _ in range(batch)]
     items[exc.index] = detail
     return ValidationError({key: items})
@@ -91,7 +92,8 @@ class ThreadList(MemoryAPIView, generics.ListCreateAPIView):
     pagination_class = Pagination
 
     def get_queryset(self) -> QuerySet[Thread]:
-        return Thread.objects.filter(owner=self.request.user).order_by("-created_at", "-id")
+        owner = authenticated_user(self.request)
+        return Thread.objects.filter(owner=owner).order_by("-created_at", "-id")
 
     def perform_create(self, serializer: Any) -> None:
         serializer.save(owner=self.request.user)
@@ -102,7 +104,7 @@ class ThreadDetail(MemoryAPIView, generics.RetrieveUpdateDestroyAPIView):
     lookup_url_kwarg = "thread_id"
 
     def get_queryset(self) -> QuerySet[Thread]:
-        return Thread.objects.filter(owner=self.request.user)
+        return Thread.objects.filter(owner=authenticated_user(self.request))
 
     @extend_schema(description="Erase the thread: entries, summaries, spans and latches.")
     def delete(self, request: Request, *args: Any, **kwargs: Any) -> Response:

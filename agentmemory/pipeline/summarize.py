@@ -211,11 +211,10 @@ def fold_span(
     for reason in latch.values_list("reason", flat=True):
         if replacing is None:
             return _decline(thread, summarizer, reason, latched=True)
-    versions = list(
-        MemoryEntry.objects.filter(thread=thread, summary_key=plan.key)
-        .exclude(pk=replacing.pk if replacing else None)
-        .values_list("retired_at", flat=True)
-    )
+    same_key = MemoryEntry.objects.filter(thread=thread, summary_key=plan.key)
+    if replacing is not None:
+        same_key = same_key.exclude(pk=replacing.pk)
+    versions = list(same_key.values_list("retired_at", flat=True))
     if None in versions:
         # A live summary holds this key: the write-back could only hit the unique
         # constraint, so a call now would be paid for nothing.
