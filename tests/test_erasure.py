@@ -224,6 +224,40 @@ def test_erase_entry_and_unfold_agree_on_a_summary() -> None:
     assert shape(one) == shape(two)
 
 
+@pytest.mark.django_db
+@pytest.mark.xfail(
+    strict=True,
+    reason="bug (law 7): services.erase_entry deletes summaries but no FoldedSpan; a window "
+    "fold that retained the original (FoldedSpan.messages) keeps the erased text",
+)
+def test_erasing_an_original_deletes_the_window_span_that_retained_it(settings) -> None:
+    """The agent recalls its context, runs with it as a live window, and the window is
+    compacted with its originals retained. Erasing one of those originals must not
+    leave its words in the span journal."""
+    settings.AGENTMEMORY = {
+        "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow",
+                   "OPTIONS": {"MAX_MESSAGES": 4}},
+    }
+    thread = Thread.objects.create()
+    for n in (1, 2, 3):
+        turn(thread, n)
+    recalled = services.recall(thread, 100_000, **VERBATIM)
+    window = [{"role": "user", "content": "Which invoices are still open?"}]
+    window += [{"role": m.role, "content": m.content} for m in recalled.messages]
+    span = services.compact(thread, window, retain="conversation").span
+    assert span is not None and span.messages
+    victim = MemoryEntry.objects.get(thread=thread, turn=1, role="assistant")
+    assert any(m["content"] == victim.content for m in span.messages)
+
+    services.erase_entry(victim)
+
+    holding = [
+        s.pk for s in FoldedSpan.objects.filter(thread=thread)
+        if any(m.get("content") == victim.content for m in s.messages or [])
+    ]
+    assert holding == [], "the erased original survives in a window span"
+
+
 # ---------------------------------------------------------------- erase a thread
 
 
