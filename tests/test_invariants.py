@@ -1,5 +1,5 @@
 """Laws 1 and 7 as invariants over random histories: appends, folds, time passing,
-purges, erasures and recalls in any order never leave a summary without its
+purges, erasures, unfolds and recalls in any order never leave a summary without its
 originals, never hide a live original behind a summary that is gone, and never
 change an original."""
 
