@@ -99,6 +99,7 @@ class Thread(models.Model):
     last_turn = models.PositiveIntegerField(default=0, editable=False)
     # Set while a background fold of this thread runs, so a second one stands aside.
     fold_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
+    fold_lease_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -301,7 +302,9 @@ def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
     )
 
 
-def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]:
+def fold_until_settled(
+    thread_id: int, *, attempt: int = 1, lease_owner: str | None = None
+) -> list[FoldOutcome]:
     """The background fold: fold while a fold is due, at most FOLDS_PER_TASK times.
 
     Transient summarizer errors propagate (recorded in the ledger first) so the
@@ -316,9 +319,14 @@ def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]
     # task, and two of them folding overlapping spans would pay twice for one summary.
     now = timezone.now()
     lease = timedelta(seconds=fold_task_options(summarizer)["time_limit"])
+    # A redelivered or retried task keeps its id, so it takes back the lease a killed
+    # worker left behind instead of waiting for it to run out.
+    owner = lease_owner or uuid.uuid4().hex
     if not Thread.objects.filter(pk=thread_id).filter(
-        Q(fold_lease_until__isnull=True) | Q(fold_lease_until__lt=now)
-    ).update(fold_lease_until=now + lease):
+        Q(fold_lease_until__isnull=True)
+        | Q(fold_lease_until__lt=now)
+        | Q(fold_lease_owner=owner)
+    ).update(fold_lease_until=now + lease, fold_lease_owner=owner):
         return []  # the fold holding the lease re-checks when it is done
     outcomes: list[FoldOutcome] = []
     try:
@@ -333,7 +341,9 @@ def fold_until_settled(thread_id: int, *, attempt: int = 1) -> list[FoldOutcome]
             if not outcome.folded:
                 break
     finally:
-        Thread.objects.filter(pk=thread_id).update(fold_lease_until=None)
+        Thread.objects.filter(pk=thread_id, fold_lease_owner=owner).update(
+            fold_lease_until=None, fold_lease_owner=""
+        )
     if outcomes and outcomes[-1].folded and fold_due(thread):
         enqueue_fold(thread_id)  # appends that arrived meanwhile were turned away
     return outcomes
@@ -346,7 +356,7 @@ def give_up_fold(thread_id: int, exc: BaseException) -> None:
         report_summarizer_failure(thread, get_summarizer(), exc)
 
 
-def enqueue_fold(thread_id: int) -> str | None:
+def enqueue_fold(thread_id: int, *, after_outage: bool = False) -> str | None:
     """Send ``fold_thread`` to the broker and return the task id; an outage loses nothing.
 
     The database is the record of pending work: when the broker is down this logs a
@@ -356,10 +366,10 @@ def enqueue_fold(thread_id: int) -> str | None:
 
     global _broker_down_until
     options = fold_task_options(get_summarizer())
-    if time.monotonic() < _broker_down_until:
+    if time.monotonic() < _broker_down_until and not after_outage:
         return None  # the broker failed moments ago: do not make this request wait too
     try:
-        return str(fold_thread.apply_async((thread_id,), **options).id)
+        task_id = str(fold_thread.apply_async((thread_id,), **options).id)
     except Exception as exc:
         _broker_down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
         logger.warning(
@@ -372,6 +382,8 @@ def enqueue_fold(thread_id: int) -> str | None:
             BROKER_BACKOFF_SECONDS,
         )
         return None
+    _broker_down_until = 0.0
+    return task_id
 
 
 # A broker outage costs one request its connection timeout, not every request.
@@ -405,7 +417,8 @@ def sweep(*, now: datetime | None = None) -> list[int]:
     ]
     enqueued = []
     for thread in candidates:
-        if fold_due(thread, now=now) and enqueue_fold(thread.pk):
+        # The sweep is how an outage is recovered from: it always tries the broker.
+        if fold_due(thread, now=now) and enqueue_fold(thread.pk, after_outage=True):
             enqueued.append(thread.pk)
     return enqueued
 

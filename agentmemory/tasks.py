@@ -26,7 +26,9 @@ from agentmemory.exceptions import TransientSummarizerError
 def fold_thread(self: Any, thread_id: int) -> dict[str, Any]:
     """Fold a thread until no fold is due; transient summarizer errors retry with backoff."""
     try:
-        outcomes = services.fold_until_settled(thread_id, attempt=self.request.retries + 1)
+        outcomes = services.fold_until_settled(
+            thread_id, attempt=self.request.retries + 1, lease_owner=self.request.id
+        )
     except TransientSummarizerError as exc:
         if self.request.retries >= memory_settings.FOLD_RETRY_MAX:
             # Out of retries: the same decline a recall would make, said out loud.

@@ -88,7 +88,11 @@ def settings_rows() -> dict[str, str]:
     return rows
 
 
-def test_api_reference_matches_the_schema_the_code_serves() -> None:
+def test_api_reference_matches_the_schema_the_code_serves(on_postgres: bool) -> None:
+    if on_postgres:
+        # Integer bounds in the schema come from the database backend's field ranges;
+        # the page is generated with the embedded default, so compare it there.
+        pytest.skip("docs/api.md is generated on SQLite; the SQLite run compares it")
     expected = load_generator().render()
     current = (DOCS / "api.md").read_text(encoding="utf-8")
     assert current == expected, (

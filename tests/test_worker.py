@@ -31,7 +31,7 @@ from django.db import connection, connections
 
 from agentmemory import services
 from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
-from agentmemory.pipeline.summarize import ALREADY_FOLDED, SUMMARIZER_FAILED
+from agentmemory.pipeline.summarize import SUMMARIZER_FAILED
 from agentmemory.transcript import SUMMARY_LABEL_PREFIX
 from tests.conftest import require_service
 from tests.openai_server import TEST_API_KEY, Failure, OpenAIServer, summarizer_settings
@@ -406,8 +406,10 @@ def test_worker_writes_the_summary_while_recall_stays_verbatim(
     stored = {entry.pk: entry for entry in summaries(thread)}
     assert set(result.summaries_used) <= set(stored)
     first = result.messages[0]
-    assert first.id == result.summaries_used[0] and first.kind == EntryKind.SUMMARY
-    assert first.content.startswith(SUMMARY_LABEL_PREFIX)
+    # Entries older than the first fold's span may stand before the summary.
+    used = next(m for m in result.messages if m.id == result.summaries_used[0])
+    assert used.kind == EntryKind.SUMMARY and first.turn <= used.turn
+    assert used.content.startswith(SUMMARY_LABEL_PREFIX)
     # Law 1: folding deleted nothing; law 2: one summary per key.
     originals = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE)
     assert originals.count() == 80
@@ -425,12 +427,11 @@ def test_worker_writes_the_summary_while_recall_stays_verbatim(
 
 # ---------------------------------------------------------------- 2. two folds at once
 
-_in_flight = threading.Barrier(2)
 
 
-def wait_for_the_other_fold(messages: list[dict[str, str]]) -> str:
-    """A summarizer that returns only once both racing folds are inside their call."""
-    _in_flight.wait(timeout=10)
+def slow_summary(messages: list[dict[str, str]]) -> str:
+    """A summarizer slow enough that the second racer arrives while the first calls."""
+    time.sleep(0.5)
     return "Orders 4001 to 4007 were late; each left Porto and is delivered tomorrow."
 
 
@@ -464,31 +465,28 @@ def test_two_folds_of_one_span_at_once_leave_one_summary(settings: Any) -> None:
         "SUMMARIZER": {
             "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
             "MODEL": "race-1",
-            "OPTIONS": {"FUNCTION": f"{__name__}.wait_for_the_other_fold"},
+            "OPTIONS": {"FUNCTION": f"{__name__}.slow_summary"},
         }
     }
     for round_ in range(5):
         thread = Thread.objects.create(title=f"race {round_}")
         services.append(thread, [message(number) for number in range(1, 21)])
-        _in_flight.reset()
 
         outcomes, errors = race_folds(thread.pk)
 
         assert errors == [], f"round {round_}: a fold raised {errors!r}"
-        # Both called the summarizer (the barrier saw to it); the database let one write.
-        ranked = sorted(outcomes, key=lambda outcome: outcome.folded)
-        assert [(o.folded, o.decline) for o in ranked] == [
-            (False, ALREADY_FOLDED),
-            (True, None),
-        ], f"round {round_}"
+        # The thread's fold lease lets one fold in; the other stands aside without a
+        # call, so the span is paid for once (the unique key stays the last line of
+        # defence, tested in test_fold_laws with two writers past the lease).
+        assert [(o.folded, o.decline) for o in outcomes] == [(True, None)], f"round {round_}"
         rows = summaries(thread)
-        assert [row.pk for row in rows] == [ranked[1].summary.pk]
+        assert [row.pk for row in rows] == [outcomes[0].summary.pk]
         assert rows[0].summary_key == "msg-summary-1-7"
         ledger = SummarizerCall.objects.filter(thread=thread)
-        assert sorted(ledger.values_list("outcome", "error_class")) == [
-            (CallOutcome.DECLINED, "IntegrityError"),
+        assert list(ledger.values_list("outcome", "error_class")) == [
             (CallOutcome.FOLDED, ""),
         ], f"round {round_}"
+        assert Thread.objects.get(pk=thread.pk).fold_lease_until is None
 
 
 # ---------------------------------------------------------------- 3. broker outage
@@ -525,7 +523,9 @@ def test_append_survives_a_broker_outage_and_sweep_recovers(
         record for record in caplog.records
         if f"could not enqueue the fold of thread {thread.pk}" in record.getMessage()
     ]  # fmt: skip
-    assert [record.levelname for record in lost] == ["WARNING", "WARNING"], lost
+    # Two appends made a fold due; after the first failure this process stops trying
+    # for a while (one warning), so the second append does not wait on the broker too.
+    assert [record.levelname for record in lost] == ["WARNING"], lost
     assert services.fold_due(thread)
     assert summaries(thread) == []
 
