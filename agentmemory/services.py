@@ -626,7 +626,27 @@ def erase_entry(entry: MemoryEntry) -> None:
     with transaction.atomic():
         ids = [entry.pk, *derived_summaries([entry])]
         RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
+        FoldedSpan.objects.filter(pk__in=spans_retaining(entry)).delete()
         MemoryEntry.objects.filter(pk__in=ids).delete()
+
+
+def spans_retaining(entry: MemoryEntry) -> list[int]:
+    """Window spans of the thread that kept this message word for word.
+
+    A window is handed in by the agent, not read from rows, so a span names no entry:
+    it is matched by role and content. Reads the thread's retained spans once.
+    """
+    if entry.is_summary:
+        return []
+    spans = FoldedSpan.objects.filter(thread_id=entry.thread_id, messages__isnull=False)
+    return [
+        span.pk
+        for span in spans.only("pk", "messages")
+        if any(
+            message.get("role") == entry.role and message.get("content") == entry.content
+            for message in span.messages or []
+        )
+    ]
 
 
 def erase_thread(thread: Thread) -> None:
@@ -692,30 +712,19 @@ def purge_expired(
             receipt_ids = list(expired_receipts.values_list("pk", flat=True)[:batch_size])
             if not roots and not span_ids and not receipt_ids:
                 break
-            doomed = _with_covered(roots)
+            # Top-down: only the roots go in this batch; what they covered is unlinked
+            # and, being expired too (a summary never outlives what it covers), becomes
+            # a root of a later batch. A batch stays bounded however deep the nesting.
+            MemoryEntry.objects.filter(covered_by__in=roots).update(covered_by=None)
             # Retired or held summaries built on a purged entry cover nothing, but they
             # would stand for originals that are gone: they go with them.
-            doomed += derived_summary_ids(doomed)
+            doomed = [*roots, *derived_summary_ids(roots)]
             RecallReceipt.objects.filter(
                 Q(pk__in=receipt_ids) | Q(items__entry_id__in=doomed)
             ).delete()
-            # Unlink first, so the delete is one statement rather than a SET NULL each.
-            MemoryEntry.objects.filter(pk__in=doomed).update(covered_by=None)
             entries += MemoryEntry.objects.filter(pk__in=doomed).delete()[1].get(
                 MemoryEntry._meta.label, 0
             )
             spans += FoldedSpan.objects.filter(pk__in=span_ids).delete()[0]
         batches += 1
     return PurgeResult(entries=entries, spans=spans, batches=batches)
-
-
-def _with_covered(roots: list[int]) -> list[int]:
-    """``roots`` and everything below them through coverage, one query per level."""
-    found = list(roots)
-    frontier = roots
-    while frontier:
-        frontier = list(
-            MemoryEntry.objects.filter(covered_by__in=frontier).values_list("pk", flat=True)
-        )
-        found.extend(frontier)
-    return found

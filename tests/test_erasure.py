@@ -225,11 +225,6 @@ def test_erase_entry_and_unfold_agree_on_a_summary() -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug (law 7): services.erase_entry deletes summaries but no FoldedSpan; a window "
-    "fold that retained the original (FoldedSpan.messages) keeps the erased text",
-)
 def test_erasing_an_original_deletes_the_window_span_that_retained_it(settings) -> None:
     """The agent recalls its context, runs with it as a live window, and the window is
     compacted with its originals retained. Erasing one of those originals must not

@@ -353,11 +353,6 @@ def test_every_purge_batch_leaves_summaries_and_originals_consistent() -> None:
 
 
 @pytest.mark.django_db
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: services.purge_expired bounds a batch by root count, and a nested summary "
-    "chain makes one root carry the whole thread, deleted in one transaction",
-)
 def test_purge_batch_is_bounded_in_rows_through_nested_summaries() -> None:
     """Inline folding nests: each fold covers the previous summary and new turns, so a
     long thread has one root summary over everything. A batch of 2 must stay 2 rows."""
