@@ -7,11 +7,13 @@ import re
 from agentmemory.summarizers.base import BaseSummarizer, ChatMessage, SummaryResult
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN
+from agentmemory.window.frame import WINDOW_FRAME_PREFIX
 
 _CALLS_HEAD = "assistant (calls: "
 _CALL_START = re.compile(r"(?P<name>[\w.-]+)\(")
 _OPENERS, _CLOSERS = "([{", ")]}"
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
+_WINDOW_FRAME = f"user: {WINDOW_FRAME_PREFIX}"
 _CARRIED_ASK = "  - the user asked: "
 _CARRIED_TOOLS = "  - tools called: "
 _CARRIED_MORE = re.compile(r"^  - and (?P<count>\d+) (?:earlier|more) requests$")
@@ -46,7 +48,8 @@ class OfflineSummarizer(BaseSummarizer):
                              if t not in tools)
             elif match := _CARRIED_MORE.match(line):
                 more += int(match["count"])
-            elif line.startswith("user: "):
+            elif line.startswith("user: ") and not line.startswith(_WINDOW_FRAME):
+                # (A window's summary message is role user too, but it is no request.)
                 first = _SENTENCE_END.split(line.removeprefix("user: ").strip(), maxsplit=1)[0]
                 asks.append(" ".join(first.split()[:max_words]))
             elif line.startswith(_CALLS_HEAD):
