@@ -211,7 +211,8 @@ def fold_span(
     for reason in latch.values_list("reason", flat=True):
         if replacing is None:
             return _decline(thread, summarizer, reason, latched=True)
-    same_key = MemoryEntry.objects.filter(thread=thread, summary_key=plan.key)
+    # No ordering: the default one would steer SQLite off the versions index.
+    same_key = MemoryEntry.objects.filter(thread=thread, summary_key=plan.key).order_by()
     if replacing is not None:
         same_key = same_key.exclude(pk=replacing.pk)
     versions = list(same_key.values_list("retired_at", flat=True))
