@@ -7,7 +7,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from agentmemory.management.commands.agentmemory_demo import DEMO_CLIENT_KEY, DEMO_USERNAME
+from agentmemory.management.commands.agentmemory_demo import (
+    DEMO_CLIENT_KEY,
+    DEMO_USERNAME,
+    WINDOW_CLIENT_KEY,
+)
 from agentmemory.models import Thread
 
 
@@ -19,5 +23,13 @@ def home(request: HttpRequest) -> HttpResponse:
         if thread is not None
         else reverse("agentmemory-api:thread-list")
     )
-    context = {"thread": thread, "demo_username": DEMO_USERNAME, "api_url": api}
+    window = Thread.objects.filter(
+        client_key=WINDOW_CLIENT_KEY, **{owner: DEMO_USERNAME}
+    ).first()
+    context = {
+        "thread": thread,
+        "window_thread": window,
+        "demo_username": DEMO_USERNAME,
+        "api_url": api,
+    }
     return render(request, "home.html", context)

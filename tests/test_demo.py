@@ -15,8 +15,8 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from agentmemory import services
-from agentmemory.management.commands.agentmemory_demo import DEMO_CLIENT_KEY
-from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+from agentmemory.management.commands.agentmemory_demo import DEMO_CLIENT_KEY, WINDOW_CLIENT_KEY
+from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
 
 pytestmark = pytest.mark.django_db
 
@@ -63,7 +63,18 @@ def test_demo_folds_and_prints_what_each_summary_covers() -> None:
         assert sorted(ids) == sorted(entry.pk for entry in services.expand(summary))
     assert SummarizerCall.objects.filter(thread=thread).count() >= summaries.count()
     assert "admin / admin" in output
-    assert f"/admin/agentmemory/thread/{thread.pk}/change/" in output
+    assert f"/admin/agentmemory/thread/{thread.pk}/timeline/" in output
+
+    # The second demo: a live window compacted twice, originals kept once, discarded once.
+    window = Thread.objects.get(client_key=WINDOW_CLIENT_KEY)
+    spans = list(FoldedSpan.objects.filter(thread=window).order_by("created_at", "id"))
+    assert [span.retain for span in spans] == ["conversation", "discard"]
+    assert spans[0].messages and spans[1].messages is None
+    assert spans[0] in spans[1].nested_spans.all()
+    for span in spans:
+        assert services.folded_span_for(window, span.content) == span
+        assert f"span #{span.pk}:" in output
+    assert len(services.folded_messages(window)) == spans[0].message_count
 
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.is_staff

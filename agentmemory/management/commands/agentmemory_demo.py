@@ -18,13 +18,17 @@ from django.urls import NoReverseMatch, reverse
 
 from agentmemory import services
 from agentmemory.conf import memory_settings
-from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
 from agentmemory.summarizers import get_summarizer
+from agentmemory.window.seams import SlidingWindow
 
 DEMO_USERNAME = "admin"
 DEMO_PASSWORD = "admin"
 DEMO_CLIENT_KEY = "demo-support-chat"
 DEMO_TITLE = "Demo: Northwind Outfitters support chat"
+WINDOW_CLIENT_KEY = "demo-agent-run"
+WINDOW_TITLE = "Demo: an agent run whose live window is compacted"
+WINDOW_SIZE = 12
 SITE = "http://127.0.0.1:8000"
 RECALL_BUDGET = 1500
 LINE_WIDTH = 100
@@ -66,6 +70,7 @@ class Command(BaseCommand):
         # What a background worker would do once the conversation goes quiet.
         last_fold = services.fold(thread)
         final = services.recall(thread, RECALL_BUDGET)
+        window_thread, spans = _window_run(user)
 
         out = self.stdout.write
         out(self.style.MIGRATE_HEADING("agentmemory demo"))
@@ -77,6 +82,7 @@ class Command(BaseCommand):
             self._summaries(thread)
             self._final_recall(final)
             self._ledger(thread)
+            self._window(window_thread, spans)
         self._where_to_look(thread)
 
     def _conversation(
@@ -170,19 +176,42 @@ class Command(BaseCommand):
             f"{totals['prompt'] or 0} prompt + {totals['completion'] or 0} completion tokens."
         )
 
+    def _window(self, thread: Thread, spans: list[FoldedSpan]) -> None:
+        out = self.stdout.write
+        out("")
+        out(self.style.MIGRATE_HEADING(f"Thread #{thread.pk}: {thread.title}"))
+        out(f"  An agent loop whose own window grew past {WINDOW_SIZE} messages was compacted "
+            "twice with services.compact:")
+        for span in spans:
+            found = services.folded_span_for(thread, span.content)
+            kept = "its originals kept" if span.messages is not None else "originals discarded"
+            out(f"  span #{span.pk}: {span.message_count} messages at iteration "
+                f"{span.iteration}, {kept}; folded_span_for(the summary message) finds "
+                f"#{found.pk if found else None}")
+            out(f"    {_clip(span.content.splitlines()[0])}")
+        out(f"  folded_messages(thread) returns {len(services.folded_messages(thread))} "
+            "retained messages; the discarded span contributes none.")
+
     def _where_to_look(self, thread: Thread) -> None:
         entries = reverse("admin:agentmemory_memoryentry_changelist")
+        window = Thread.objects.filter(owner=thread.owner, client_key=WINDOW_CLIENT_KEY).first()
         links = [
             ("admin", reverse("admin:index")),
-            ("thread", reverse("admin:agentmemory_thread_change", args=[thread.pk])),
-            ("summaries", f"{entries}?thread__id__exact={thread.pk}&kind__exact=summary"),
+            ("timeline", reverse("admin:agentmemory_thread_timeline", args=[thread.pk])),
+            ("summaries", f"{reverse('admin:agentmemory_summary_changelist')}"
+                          f"?thread__id__exact={thread.pk}"),
             ("entries", f"{entries}?thread__id__exact={thread.pk}"),
+            ("receipts", f"{reverse('admin:agentmemory_recallreceipt_changelist')}"
+                         f"?thread__id__exact={thread.pk}"),
             (
                 "ledger",
                 f"{reverse('admin:agentmemory_summarizercall_changelist')}"
                 f"?thread__id__exact={thread.pk}",
             ),
         ]
+        if window is not None:
+            links.append(("spans", f"{reverse('admin:agentmemory_foldedspan_changelist')}"
+                                   f"?thread__id__exact={window.pk}"))
         try:
             api = reverse("agentmemory-api:summary-list", args=[thread.pk])
         except NoReverseMatch:
@@ -196,6 +225,36 @@ class Command(BaseCommand):
             f"{DEMO_PASSWORD}:")
         for name, path in links:
             out(f"  {name + ':':<11}{SITE}{path}")
+
+
+def _window_run(user: Any) -> tuple[Thread, list[FoldedSpan]]:
+    """A live agent run: a request, then tool loops. The window is compacted as it
+    grows, once keeping the originals with the conversation and once discarding them."""
+    for old in Thread.objects.filter(owner=user, client_key=WINDOW_CLIENT_KEY):
+        services.erase_thread(old)
+    thread = Thread.objects.create(owner=user, client_key=WINDOW_CLIENT_KEY, title=WINDOW_TITLE)
+    seam = SlidingWindow(WINDOW_SIZE)
+    window: list[Message] = [
+        {"role": "system", "content": "You are Northwind's returns agent."},
+        _user("Process the returns for orders 4001 to 4030 and tell me the total refunded."),
+    ]
+    spans: list[FoldedSpan] = []
+    for iteration, number in enumerate(range(4001, 4031), start=1):
+        call = _call(number, 1, "process_return", {"order": number})
+        window += [
+            _assistant(f"Processing the return of order {number}.", [call]),
+            _tool(call, {"order": number, "refunded": f"{20 + number % 7}.00 EUR"}),
+        ]
+        if len(window) > WINDOW_SIZE + 8:
+            retain = "conversation" if not spans else "discard"
+            result = services.compact(
+                thread, window, iteration=iteration, retain=retain, window=seam
+            )
+            if result.span is not None:
+                window, spans = result.window, [*spans, result.span]
+        if len(spans) == 2:
+            break
+    return thread, spans
 
 
 def _demo_superuser() -> tuple[Any, bool]:
