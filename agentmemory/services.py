@@ -692,7 +692,7 @@ def purge_expired(
     """
     now = now or timezone.now()
     batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
-    expired_entries = MemoryEntry.objects.filter(covered_by__isnull=True, expires_at__lte=now)
+    expired_entries = MemoryEntry.objects.expired(now).uncovered()
     expired_spans = FoldedSpan.objects.filter(expires_at__lte=now)
     expired_receipts = RecallReceipt.objects.filter(expires_at__lte=now)
     if thread_ids is not None:

@@ -27,7 +27,7 @@ def authenticated_user(request: Request) -> _User:
 
 def owned_thread(request: Request, thread_id: int) -> Thread:
     """The thread if the requesting user owns it; 404 otherwise, staff included."""
-    thread = Thread.objects.filter(pk=thread_id, owner=authenticated_user(request)).first()
+    thread = Thread.objects.owned_by(authenticated_user(request)).filter(pk=thread_id).first()
     if thread is None:
         raise Http404(f"No thread {thread_id}.")
     return thread

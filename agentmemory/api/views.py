@@ -93,7 +93,7 @@ class ThreadList(MemoryAPIView, generics.ListCreateAPIView):
 
     def get_queryset(self) -> QuerySet[Thread]:
         owner = authenticated_user(self.request)
-        return Thread.objects.filter(owner=owner).order_by("-created_at", "-id")
+        return Thread.objects.owned_by(owner).order_by("-created_at", "-id")
 
     def perform_create(self, serializer: Any) -> None:
         serializer.save(owner=self.request.user)
@@ -104,7 +104,7 @@ class ThreadDetail(MemoryAPIView, generics.RetrieveUpdateDestroyAPIView):
     lookup_url_kwarg = "thread_id"
 
     def get_queryset(self) -> QuerySet[Thread]:
-        return Thread.objects.filter(owner=authenticated_user(self.request))
+        return Thread.objects.owned_by(authenticated_user(self.request))
 
     @extend_schema(description="Erase the thread: entries, summaries, spans and latches.")
     def delete(self, request: Request, *args: Any, **kwargs: Any) -> Response:
