@@ -19,7 +19,8 @@ from agentmemory.conf import DEFAULTS, SETTINGS_NAME, memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError
 
 TIERS = ("hot", "warm", "cold")
-POSITIVE_INTS = ("LOAD_COUNT", "TRIGGER_MIN_ENTRIES", "PRESERVE_RECENT", "MIN_FOLD_ENTRIES")
+POSITIVE_INTS = ("PRESERVE_RECENT", "MIN_FOLD_ENTRIES", "FOLD_INPUT_LIMIT", "FOLD_BUDGET")
+OPTIONAL_POSITIVE_INTS = ("LOAD_COUNT", "TRIGGER_MIN_ENTRIES")
 NON_NEGATIVE_INTS = ("RESERVE_TOKENS", "MINIMUM_TOKENS")
 
 
@@ -70,6 +71,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         if not _is_int(get(key)) or get(key) < 1:
             error(key, f"must be a positive integer, got {get(key)!r}.",
                   f"The default is {DEFAULTS[key]}.", "E004")
+    for key in OPTIONAL_POSITIVE_INTS:
+        if get(key) is not None and (not _is_int(get(key)) or get(key) < 1):
+            error(key, f"must be None or a positive integer, got {get(key)!r}.",
+                  f"The default is {DEFAULTS[key]}.", "E004")
+    _check_water_marks(error)
     for key in NON_NEGATIVE_INTS:
         if not _is_int(get(key)) or get(key) < 0:
             error(key, f"must be a non-negative integer, got {get(key)!r}.",
@@ -165,6 +171,31 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         error("SUMMARY_INSTRUCTION", "must be None or non-empty text.",
               "None uses the authored default instruction.", "E009")
     return errors
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_water_marks(error: Any) -> None:
+    """E004: the budget-driven fold's marks, fractions of the room."""
+    get = memory_settings.__getattr__
+    high, low, share = get("FOLD_HIGH_WATER"), get("FOLD_LOW_WATER"), get("SUMMARY_SHARE")
+    if high is not None and (not _is_number(high) or not 0 < high <= 1):
+        error("FOLD_HIGH_WATER", f"must be None (no token trigger) or a fraction of the room "
+              f"in (0, 1], got {high!r}.", "The default is 1.0: fold when the room is full.",
+              "E004")
+    elif not _is_number(low) or not 0 < low < (high if _is_number(high) else 1):
+        error("FOLD_LOW_WATER", f"must be a fraction of the room above 0 and below "
+              f"FOLD_HIGH_WATER, got {low!r}.",
+              "The default is 0.3: a fold leaves about 30% of the room verbatim.", "E004")
+    if not _is_number(share) or not 0 < share < 1:
+        error("SUMMARY_SHARE", f"must be a fraction of the room in (0, 1), got {share!r}.",
+              "The default is 0.25: summaries are merged once they hold more.", "E004")
+    wait = get("INLINE_FOLD_WAIT")
+    if not _is_number(wait) or wait < 0:
+        error("INLINE_FOLD_WAIT", f"must be a non-negative number of seconds, got {wait!r}.",
+              "The default is 10.0.", "E010")
 
 
 def _check_api() -> list[CheckMessage]:

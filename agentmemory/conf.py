@@ -28,11 +28,20 @@ DEFAULTS: dict[str, Any] = {
     # "inline": the fold happens inside recall. "background": recall stays verbatim
     # and a Celery task folds after commit.
     "RECALL_MODE": "inline",
-    # load stage
-    "LOAD_COUNT": 20,
+    # load stage. LOAD_COUNT None: every visible entry the room can hold (budget-driven
+    # folding, the recall contract); a number: the newest N (the seeds' count-driven mode).
+    "LOAD_COUNT": None,
     "TIERS": None,
-    # summarize stage
-    "TRIGGER_MIN_ENTRIES": 20,
+    # summarize stage. Budget-driven: fold once the context would outgrow
+    # FOLD_HIGH_WATER x the room, down to a verbatim tail of FOLD_LOW_WATER x the room;
+    # merge summaries once they hold more than SUMMARY_SHARE x the room. One call reads at
+    # most FOLD_INPUT_LIMIT tokens of span. TRIGGER_MIN_ENTRIES None: no count trigger; a
+    # number: also fold once that many entries are loaded (the seeds' trigger).
+    "FOLD_HIGH_WATER": 1.0,
+    "FOLD_LOW_WATER": 0.3,
+    "SUMMARY_SHARE": 0.25,
+    "FOLD_INPUT_LIMIT": 16_000,
+    "TRIGGER_MIN_ENTRIES": None,
     "PRESERVE_RECENT": 5,
     "MIN_FOLD_ENTRIES": 2,
     "SUMMARY_TIER": "cold",
@@ -55,6 +64,10 @@ DEFAULTS: dict[str, Any] = {
     "FOLD_RETRY_MAX": 3,
     "FOLD_RETRY_BACKOFF": 2.0,
     "FOLDS_PER_TASK": 10,
+    # The recall budget a background fold keeps a thread within (Thread.fold_budget
+    # overrides it), and how long an inline fold waits for another fold of its thread.
+    "FOLD_BUDGET": 4000,
+    "INLINE_FOLD_WAIT": 10.0,
     "PURGE_BATCH_SIZE": 1000,
     "SWEEP_WINDOW": 86400,
     "SWEEP_LIMIT": 500,

@@ -86,6 +86,12 @@ class Thread(models.Model):
         default="",
         help_text="Tier of written entries. Empty: AGENTMEMORY['WRITE_TIER'].",
     )
+    fold_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The recall budget background folds keep this thread's context within. "
+        "Empty: AGENTMEMORY['FOLD_BUDGET'].",
+    )
     window_retain = models.CharField(
         max_length=16,
         choices=RetainPolicy.choices,
@@ -282,6 +288,11 @@ class SummaryCoverage(models.Model):
     original_tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens of the messages it stands for, through nested summaries."
     )
+    level = models.PositiveSmallIntegerField(
+        default=1,
+        help_text="1: folded from messages only; n + 1: folded from summaries of level n "
+        "or lower (the nesting depth).",
+    )
     # Provenance (how it was made) and its keyed fingerprint (that it was not edited).
     version = models.PositiveIntegerField(default=1)
     prompt_hash = models.CharField(max_length=64, blank=True, default="")
@@ -363,12 +374,25 @@ class FoldLatch(models.Model):
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="fold_latches")
     purpose = models.CharField(max_length=16, choices=FoldPurpose.choices)
     span_key = models.CharField(max_length=64, help_text="Hash of the span's exact entry ids.")
+    start_key = models.CharField(
+        max_length=64,
+        blank=True,
+        default="",
+        help_text="The span's first item: a refused span backs off every span that starts "
+        "there until it has twice the tokens.",
+    )
+    span_tokens = models.PositiveIntegerField(default=0)
     reason = models.CharField(max_length=32)
     entry_count = models.PositiveIntegerField()
     model = models.CharField(max_length=200)
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        indexes = [
+            models.Index(
+                fields=["thread", "purpose", "start_key"], name="agentmemory_latch_start"
+            )
+        ]
         constraints = [
             models.UniqueConstraint(
                 fields=["thread", "purpose", "span_key"], name="agentmemory_latch_once"
@@ -432,6 +456,10 @@ class RecallReceipt(models.Model):
     tokens = models.PositiveIntegerField(help_text="Tokens of the formatted context.")
     decline = models.CharField(max_length=32, blank=True, default="")
     budget_decline = models.CharField(max_length=32, blank=True, default="")
+    omitted = models.PositiveIntegerField(
+        default=0, help_text="Visible entries of the thread the context left out."
+    )
+    omitted_reason = models.CharField(max_length=32, blank=True, default="")
     folded_summary = models.ForeignKey(
         MemoryEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

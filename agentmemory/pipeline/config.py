@@ -28,9 +28,9 @@ class DecayConfig:
 @dataclass(frozen=True)
 class RecallConfig:
     mode: str
-    load_count: int
+    load_count: int | None
     tiers: tuple[str, ...] | None
-    trigger_min_entries: int
+    trigger_min_entries: int | None
     preserve_recent: int
     min_fold_entries: int
     summary_tier: str
@@ -41,6 +41,15 @@ class RecallConfig:
     max_entries: int | None
     header: str
     footer: str
+    high_water: float | None = 1.0
+    low_water: float = 0.3
+    summary_share: float = 0.25
+    input_limit: int = 16_000
+
+    @property
+    def budget_driven(self) -> bool:
+        """Load by the room and fold by tokens (the contract), not the seeds' counts."""
+        return self.load_count is None
 
     @property
     def effective_min_fold(self) -> int:
@@ -68,6 +77,10 @@ class RecallConfig:
             "max_entries": s.MAX_ENTRIES,
             "header": s.FORMAT_HEADER,
             "footer": s.FORMAT_FOOTER,
+            "high_water": s.FOLD_HIGH_WATER,
+            "low_water": s.FOLD_LOW_WATER,
+            "summary_share": s.SUMMARY_SHARE,
+            "input_limit": s.FOLD_INPUT_LIMIT,
         }
         names = {field.name for field in dataclasses.fields(cls)}
         for name, value in overrides.items():
@@ -92,8 +105,13 @@ class RecallConfig:
             raise InvalidRecallOption(
                 f"mode must be 'inline' or 'background', got {self.mode!r}.", field="mode"
             )
-        for name in ("load_count", "trigger_min_entries", "preserve_recent", "min_fold_entries"):
+        for name in (
+            "load_count", "trigger_min_entries", "preserve_recent", "min_fold_entries",
+            "input_limit",
+        ):
             value = getattr(self, name)
+            if value is None and name in ("load_count", "trigger_min_entries"):
+                continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise InvalidRecallOption(
                     f"{name} must be a positive integer, got {value!r}.", field=name
@@ -104,6 +122,23 @@ class RecallConfig:
                 raise InvalidRecallOption(
                     f"{name} must be a non-negative integer, got {value!r}.", field=name
                 )
+        if self.high_water is not None and not _fraction(self.high_water, upper=True):
+            raise InvalidRecallOption(
+                f"high_water must be None or in (0, 1], got {self.high_water!r}.",
+                field="high_water",
+            )
+        if not _fraction(self.low_water) or (
+            self.high_water is not None and self.low_water >= self.high_water
+        ):
+            raise InvalidRecallOption(
+                f"low_water must be in (0, 1) and below high_water, got {self.low_water!r}.",
+                field="low_water",
+            )
+        if not _fraction(self.summary_share):
+            raise InvalidRecallOption(
+                f"summary_share must be in (0, 1), got {self.summary_share!r}.",
+                field="summary_share",
+            )
         if self.tiers is not None and self.summary_tier not in self.tiers:
             # Coverage would hide the originals while the filter hides their summary: the
             # folded turns would vanish from recall, and the span be folded again.
@@ -125,3 +160,9 @@ class RecallConfig:
             raise InvalidRecallOption(
                 "decay needs HALF_LIFE > 0 seconds and 0 <= MIN_SCORE <= 1.", field="decay"
             )
+
+
+def _fraction(value: object, *, upper: bool = False) -> bool:
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    return 0 < value <= 1 if upper else 0 < value < 1
