@@ -67,7 +67,13 @@ def _as_data(content: str) -> str:
 
 
 def render_message(message: MessageLike) -> str:
-    """One message: its role labelled, tool calls as ``name(args)``, never merged."""
+    """One message: its role labelled, tool calls as ``name(args)``, never merged.
+
+    An earlier summary folded again is shown without its authored label: the label is
+    for readers of the context, and re-sending it would be paid for on every merge.
+    """
+    if getattr(message, "is_summary", False):
+        return f"earlier summary: {_as_data(message.content.partition(chr(10))[2])}"
     calls = [render_tool_call(call) for call in (message.tool_calls or [])]
     if message.role == "tool":
         # The tool name is caller-supplied text like any other: no invisible characters.

@@ -72,6 +72,16 @@ class FoldPlan:
     def span_tokens(self) -> int:
         return sum(entry.token_count for entry in self.span)
 
+    @property
+    def start_key(self) -> str:
+        """Where the span starts: a refused span backs off every span starting here."""
+        return str(self.span[0].pk)
+
+    @property
+    def level(self) -> int:
+        """1 over messages only; one above the highest summary it folds (nesting depth)."""
+        return 1 + max((e.coverage.level for e in self.span if e.is_summary), default=0)
+
 
 @dataclass(frozen=True)
 class FoldOutcome:
@@ -351,9 +361,11 @@ def _write_back(
 ) -> MemoryEntry | None:
     ids = [entry.pk for entry in plan.span]
     newest = plan.span[-1]
-    expiries = [entry.expires_at for entry in plan.span]
-    # Law 7: a summary expires with the newest original it covers, never later.
-    expires_at: datetime | None = None if None in expiries else max(e for e in expiries if e)
+    # Law 7: a summary goes when the first thing it stands for goes (nested summaries
+    # already carry their own earliest expiry), and never lives forever when one does not.
+    expires_at: datetime | None = min(
+        (entry.expires_at for entry in plan.span if entry.expires_at is not None), default=None
+    )
     held = bool(draft.flags) and memory_settings.HOLD_FLAGGED
     result = draft.result
     try:
@@ -402,6 +414,7 @@ def _write_back(
                 model=summarizer.model,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
+                level=plan.level,
                 version=draft.version,
                 prompt_hash=draft.prompt_hash,
                 temperature=summarizer.temperature,
