@@ -48,6 +48,8 @@ def record_receipt(
     folded_summary: MemoryEntry | None,
     now: datetime,
     expires_at: datetime | None,
+    omitted: int = 0,
+    omitted_reason: str | None = None,
 ) -> RecallReceipt:
     """The thread's turn, then two inserts however long the context: the receipt, then its
     items in one batch."""
@@ -62,6 +64,8 @@ def record_receipt(
             tokens=tokens,
             decline=decline or "",
             budget_decline=budget_decline or "",
+            omitted=omitted,
+            omitted_reason=omitted_reason or "",
             folded_summary=folded_summary,
             config=config_record(config),
             created_at=now,

@@ -35,11 +35,12 @@ from agentmemory.models import (
     SummarySource,
     Thread,
 )
-from agentmemory.pipeline.budget import pick_by_budget
-from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.budget import DECAYED, OVER_BUDGET, context_room, pick_by_budget
+from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import entry_line, format_context
-from agentmemory.pipeline.load import load_recent
+from agentmemory.pipeline.load import Loaded, load_oldest, load_visible, row_cap
+from agentmemory.pipeline.plan import fold_pressure, next_fold
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
     decline_not_worth_a_call,
@@ -188,7 +189,13 @@ class RecalledMessage:
 
 @dataclass(frozen=True)
 class RecallResult:
-    """The context one recall produced, and why it looks the way it does."""
+    """The context one recall produced, and why it looks the way it does.
+
+    ``omitted`` counts the visible entries of the thread the context left out (0 when
+    every earlier original is verbatim in it or stood for by a summary in it), and
+    ``omitted_reason`` says why: ``over-budget``, ``max-entries``, ``decayed``,
+    ``unpaired-tool-message``, ``newest-turn-too-large`` or ``below-minimum-tokens``.
+    """
 
     messages: list[RecalledMessage]
     text: str
@@ -199,6 +206,12 @@ class RecallResult:
     loaded_count: int
     budget_decline: str | None = None
     receipt_id: int | None = None
+    omitted: int = 0
+    omitted_reason: str | None = None
+
+
+#: An inline recall found another fold of the thread running and waited it out in vain.
+FOLD_IN_PROGRESS = "fold-in-progress"
 
 
 def recall(
@@ -207,69 +220,109 @@ def recall(
     """Load, summarize, [decay], pick by budget and format the thread's context.
 
     ``overrides`` replace settings for this call (``preserve_recent=3``,
-    ``mode="inline"``...). The number of queries is the same however long the
-    thread is: one load, and at most a latch check and a write-back when folding.
+    ``mode="inline"``...). A recall that needs no fold is one read however long the
+    thread is; an inline fold takes the thread's fold lease, so concurrent recalls of
+    one thread pay for one summary.
     """
     config = RecallConfig.build(**overrides)
+    if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0:
+        raise InvalidRecallOption(
+            f"budget_tokens must be a non-negative integer, got {budget_tokens!r}.",
+            field="budget_tokens",
+        )
     now = now or timezone.now()
-    loaded = load_intact(thread, config, now)
-    loaded_count = len(loaded)
-    outcome = _summarize_stage(thread, loaded, config)
-    if outcome.summary is not None and outcome.plan is not None:
-        # The span is a contiguous stretch of what was loaded; the summary takes its place.
-        loaded = [*outcome.plan.before, outcome.summary, *outcome.plan.kept]
+    room = context_room(budget_tokens, config)
+    loaded = load_intact(thread, config, now, room)
+    outcomes: list[FoldOutcome] = []
+    entries = loaded.entries
+    if config.mode == "inline" and not config.budget_driven:
+        outcome = _fold_loaded(thread, entries, config)
+        outcomes.append(outcome)
+        if outcome.summary is not None and outcome.plan is not None:
+            # The span is a contiguous stretch of what was loaded; the summary takes its place.
+            entries = [*outcome.plan.before, outcome.summary, *outcome.plan.kept]
+    elif config.mode == "inline" and fold_pressure(
+        entries, room, config, complete=loaded.complete
+    ):
+        outcomes = _fold_inline(thread, config, room, now)
+        loaded = load_intact(thread, config, now, room)
+        entries = loaded.entries
+    loaded_count = len(entries)
+    decayed = 0
     if config.decay is not None:
-        loaded = filter_by_decay(loaded, now, config.decay)
-    picked, budget_decline = pick_by_budget(loaded, budget_tokens, config)
-    text = format_context(picked, config)
+        kept = filter_by_decay(entries, now, config.decay)
+        decayed, entries = len(entries) - len(kept), kept
+    picked = pick_by_budget(entries, budget_tokens, config)
+    omitted, omitted_reason = picked.omitted + decayed, picked.omitted_reason
+    if decayed and omitted_reason is None:
+        omitted_reason = DECAYED
+    if config.budget_driven and not loaded.complete:
+        # History beyond the row cap (a backfill not folded yet) is left out too.
+        visible = MemoryEntry.objects.filter(thread=thread).visible(now, config.tiers).count()
+        if visible > len(loaded.entries):
+            omitted += visible - len(loaded.entries)
+            omitted_reason = omitted_reason or OVER_BUDGET
+    text = format_context(picked.entries, config)
     tokens = count_tokens(text) if text else 0
+    folded = [outcome.summary for outcome in outcomes if outcome.summary is not None]
+    decline = next((o.decline for o in reversed(outcomes) if o.decline), None)
     receipt_id = None
     if memory_settings.RECEIPTS:
         ttl = thread_ttl(thread)
         receipt_id = record_receipt(
-            thread, picked, config=config, budget_tokens=budget_tokens, tokens=tokens,
-            decline=outcome.decline, budget_decline=budget_decline,
-            folded_summary=outcome.summary, now=now,
+            thread, picked.entries, config=config, budget_tokens=budget_tokens, tokens=tokens,
+            decline=decline, budget_decline=picked.decline,
+            folded_summary=folded[-1] if folded else None, now=now,
             expires_at=now + ttl if ttl is not None else None,
+            omitted=omitted, omitted_reason=omitted_reason,
         ).pk
     return RecallResult(
-        messages=[RecalledMessage.of(entry) for entry in picked],
+        messages=[RecalledMessage.of(entry) for entry in picked.entries],
         text=text,
         tokens=tokens,
-        summaries_used=[entry.pk for entry in picked if entry.is_summary],
-        decline=outcome.decline,
-        folded_summary_id=outcome.summary.pk if outcome.summary else None,
+        summaries_used=[entry.pk for entry in picked.entries if entry.is_summary],
+        decline=decline,
+        folded_summary_id=folded[-1].pk if folded else None,
         loaded_count=loaded_count,
-        budget_decline=budget_decline,
+        budget_decline=picked.decline,
         receipt_id=receipt_id,
+        omitted=omitted,
+        omitted_reason=omitted_reason,
     )
 
 
-def load_intact(thread: Thread, config: RecallConfig, now: datetime) -> list[MemoryEntry]:
-    """The load stage, with every loaded summary checked against its signature.
+def load_intact(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:
+    """The load stage, with every loaded summary checked against its signature and its
+    expiry.
 
     An edited summary is neither recalled nor folded into a new one (which would sign
-    its text anew): it is retired and the load repeated, so its originals come back
-    verbatim in this very call.
+    its text anew), and an expired one stands for something that is gone: either is
+    retired and the load repeated, so what it hid comes back verbatim in this very call.
     """
-    loaded = load_recent(thread, config, now)
-    tampered = [e for e in loaded if e.is_summary and not summary_is_intact(e)]
+    loaded = load_visible(thread, config, now, room)
+    tampered = [e for e in loaded.entries if e.is_summary and not summary_is_intact(e)]
     if tampered:
         report_tampered(tampered)
-        loaded = load_recent(thread, config, now)
+    if loaded.expired_summaries:
+        retire_expired(thread, now)
+    if tampered or loaded.expired_summaries:
+        loaded = load_visible(thread, config, now, room)
     return loaded
 
 
-def _summarize_stage(
-    thread: Thread, loaded: list[MemoryEntry], config: RecallConfig
-) -> FoldOutcome:
-    if config.mode == "background":
-        # Recall never waits on a model in background mode; the worker folds.
-        return FoldOutcome(summary=None)
-    return _fold_loaded(thread, loaded, config)
+def retire_expired(thread: Thread, now: datetime) -> int:
+    """Retire the thread's live summaries past their expiry (law 7): what they stood
+    for and still lives is recalled verbatim, and folded again when the room needs it."""
+    ids = list(
+        MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY, expires_at__lte=now)
+        .filter(retired_at__isnull=True)
+        .values_list("pk", flat=True)
+    )
+    return retire(ids, now=now) if ids else 0
 
 
 def _fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig) -> FoldOutcome:
+    """The seeds' count-driven fold: one span of what was loaded, at most one call."""
     summarizer = get_summarizer()
     plan = plan_fold(loaded, config)
     if plan is None:
@@ -279,26 +332,136 @@ def _fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig
     return fold_span(thread, plan, config, summarizer)
 
 
+def _fold_inline(
+    thread: Thread, config: RecallConfig, room: int, now: datetime
+) -> list[FoldOutcome]:
+    """Fold under the thread's lease, waiting up to INLINE_FOLD_WAIT for another fold."""
+    summarizer = get_summarizer()
+    owner = uuid.uuid4().hex
+    deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
+    while not take_fold_lease(thread.pk, owner, summarizer):
+        if time.monotonic() >= deadline:
+            return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
+        time.sleep(0.05)
+    try:
+        return settle(thread, config, room, summarizer, now=now)
+    finally:
+        release_fold_lease(thread.pk, owner)
+
+
+def settle(
+    thread: Thread,
+    config: RecallConfig,
+    room: int,
+    summarizer: BaseSummarizer,
+    *,
+    now: datetime | None = None,
+    attempt: int = 1,
+    raise_transient: bool = False,
+) -> list[FoldOutcome]:
+    """Fold until the thread's context fits ``room``: at most FOLDS_PER_TASK folds, each
+    planned afresh from the thread (oldest first), stopping at the first decline."""
+    outcomes: list[FoldOutcome] = []
+    for _ in range(memory_settings.FOLDS_PER_TASK):
+        at = now or timezone.now()
+        loaded = load_intact(thread, config, at, room)
+        entries, complete = loaded.entries, loaded.complete
+        if not complete:
+            # More history than the room could hold: fold it forward from its oldest end.
+            oldest = load_oldest(thread, config, at, row_cap(config, config.input_limit))
+            entries, complete = oldest.entries, oldest.complete
+        plan = next_fold(entries, room, config, complete=complete)
+        if plan is None:
+            if not outcomes and fold_pressure(entries, room, config, complete=complete):
+                outcomes.append(decline_not_worth_a_call(thread, summarizer))
+            break
+        outcome = fold_span(
+            thread, plan, config, summarizer, attempt=attempt, raise_transient=raise_transient
+        )
+        outcomes.append(outcome)
+        if not outcome.folded:
+            break
+    return outcomes
+
+
+def thread_fold_budget(thread: Thread) -> int:
+    """The recall budget background folds keep the thread within."""
+    return int(thread.fold_budget or memory_settings.FOLD_BUDGET)
+
+
 # ---------------------------------------------------------------- fold, expand, unfold
 
 
-def fold(thread: Thread, *, now: datetime | None = None, **overrides: Any) -> FoldOutcome:
-    """The summarize stage on its own: fold what recall would fold now."""
+def fold(
+    thread: Thread,
+    *,
+    now: datetime | None = None,
+    budget_tokens: int | None = None,
+    **overrides: Any,
+) -> FoldOutcome:
+    """The summarize stage on its own: fold what recall would fold now.
+
+    Budget-driven, it folds until the context fits ``budget_tokens`` (default: the
+    thread's fold budget) and returns the last summary written, or the decline.
+    """
     config = RecallConfig.build(**overrides)
-    loaded = load_intact(thread, config, now or timezone.now())
-    return _fold_loaded(thread, loaded, config)
+    now = now or timezone.now()
+    if not config.budget_driven:
+        loaded = load_intact(thread, config, now, 0)
+        return _fold_loaded(thread, loaded.entries, config)
+    room = context_room(budget_tokens or thread_fold_budget(thread), config)
+    outcomes = settle(thread, config, room, get_summarizer(), now=now)
+    folded = [outcome for outcome in outcomes if outcome.folded]
+    if folded:
+        return folded[-1]
+    return outcomes[-1] if outcomes else FoldOutcome(summary=None)
 
 
 def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
-    """Would a recall fold now? The load, the latch check, and the quota when one is set."""
+    """Would a background fold fold now? The load, the latch check, and the quota."""
     config = RecallConfig.build()
-    plan = plan_fold(load_recent(thread, config, now or timezone.now()), config)
+    now = now or timezone.now()
+    room = context_room(thread_fold_budget(thread), config)
+    loaded = load_visible(thread, config, now, room)
+    if loaded.expired_summaries:
+        return True
+    entries, complete = loaded.entries, loaded.complete
+    if config.budget_driven:
+        if not complete:
+            oldest = load_oldest(thread, config, now, row_cap(config, config.input_limit))
+            entries, complete = oldest.entries, oldest.complete
+        plan = next_fold(entries, room, config, complete=complete)
+    else:
+        plan = plan_fold(entries, config)
     return (
         plan is not None
         and not FoldLatch.objects.filter(
             thread=thread, purpose=FoldPurpose.RECALL_FOLD, span_key=plan.span_key
         ).exists()
         and not quota_exceeded(thread)
+    )
+
+
+def take_fold_lease(thread_id: int, owner: str, summarizer: BaseSummarizer) -> bool:
+    """One fold of a thread at a time, inline or background: a conditional update, so two
+    workers (or two recalls) that fold at once never pay twice for one summary. The
+    lease runs out after the fold task's hard time limit, should its holder die."""
+    now = timezone.now()
+    lease = timedelta(seconds=fold_task_options(summarizer)["time_limit"])
+    return bool(
+        Thread.objects.filter(pk=thread_id)
+        .filter(
+            Q(fold_lease_until__isnull=True)
+            | Q(fold_lease_until__lt=now)
+            | Q(fold_lease_owner=owner)
+        )
+        .update(fold_lease_until=now + lease, fold_lease_owner=owner)
+    )
+
+
+def release_fold_lease(thread_id: int, owner: str) -> None:
+    Thread.objects.filter(pk=thread_id, fold_lease_owner=owner).update(
+        fold_lease_until=None, fold_lease_owner=""
     )
 
 
@@ -315,35 +478,32 @@ def fold_until_settled(
         return []  # erased while the task waited: nothing to do
     config = RecallConfig.build(mode="inline")
     summarizer = get_summarizer()
-    # One fold of a thread at a time: every append while a fold is due enqueues a
-    # task, and two of them folding overlapping spans would pay twice for one summary.
-    now = timezone.now()
-    lease = timedelta(seconds=fold_task_options(summarizer)["time_limit"])
     # A redelivered or retried task keeps its id, so it takes back the lease a killed
     # worker left behind instead of waiting for it to run out.
     owner = lease_owner or uuid.uuid4().hex
-    if not Thread.objects.filter(pk=thread_id).filter(
-        Q(fold_lease_until__isnull=True)
-        | Q(fold_lease_until__lt=now)
-        | Q(fold_lease_owner=owner)
-    ).update(fold_lease_until=now + lease, fold_lease_owner=owner):
+    if not take_fold_lease(thread_id, owner, summarizer):
         return []  # the fold holding the lease re-checks when it is done
     outcomes: list[FoldOutcome] = []
     try:
-        for _ in range(memory_settings.FOLDS_PER_TASK):
-            plan = plan_fold(load_intact(thread, config, timezone.now()), config)
-            if plan is None:
-                break
-            outcome = fold_span(
-                thread, plan, config, summarizer, attempt=attempt, raise_transient=True
+        if config.budget_driven:
+            room = context_room(thread_fold_budget(thread), config)
+            outcomes = settle(
+                thread, config, room, summarizer, attempt=attempt, raise_transient=True
             )
-            outcomes.append(outcome)
-            if not outcome.folded:
-                break
+        else:
+            for _ in range(memory_settings.FOLDS_PER_TASK):
+                loaded = load_intact(thread, config, timezone.now(), 0)
+                plan = plan_fold(loaded.entries, config)
+                if plan is None:
+                    break
+                outcome = fold_span(
+                    thread, plan, config, summarizer, attempt=attempt, raise_transient=True
+                )
+                outcomes.append(outcome)
+                if not outcome.folded:
+                    break
     finally:
-        Thread.objects.filter(pk=thread_id, fold_lease_owner=owner).update(
-            fold_lease_until=None, fold_lease_owner=""
-        )
+        release_fold_lease(thread_id, owner)
     if outcomes and outcomes[-1].folded and fold_due(thread):
         enqueue_fold(thread_id)  # appends that arrived meanwhile were turned away
     return outcomes

@@ -246,6 +246,15 @@ class RecallResponseSerializer(serializers.Serializer):
     folded_summary_id = serializers.IntegerField(allow_null=True)
     loaded_count = serializers.IntegerField()
     receipt_id = serializers.IntegerField(allow_null=True)
+    omitted = serializers.IntegerField(
+        help_text="Visible entries of the thread the context left out; 0 when every "
+        "earlier message is in it verbatim or stood for by a summary in it."
+    )
+    omitted_reason = serializers.CharField(
+        allow_null=True,
+        help_text="Why they were left out: over-budget, max-entries, decayed, "
+        "unpaired-tool-message, newest-turn-too-large or below-minimum-tokens.",
+    )
 
 
 class FoldRequestSerializer(StrictSerializer):
@@ -351,7 +360,7 @@ class ReceiptSerializer(serializers.ModelSerializer):
         model = RecallReceipt
         fields = [
             "id", "turn", "budget_tokens", "tokens", "decline", "budget_decline",
-            "folded_summary_id", "config", "created_at", "expires_at", "items",
+            "omitted", "omitted_reason", "folded_summary_id", "config", "created_at", "expires_at", "items",
         ]
         read_only_fields = fields
 

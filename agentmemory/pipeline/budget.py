@@ -1,30 +1,90 @@
-"""Pick by budget: newest first until the budget is spent, returned oldest first."""
+"""Pick by budget: the newest whole turn, then summaries, then the newest whole turns.
+
+The recall contract's budget half: whatever the budget, the context never splits a
+turn or a tool call from its results, ends with the newest whole turn (or declines out
+loud when that alone does not fit), and counts what it left out and why.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from agentmemory.models import MemoryEntry
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.plan import Block, blocks_of
+from agentmemory.tokens import count_tokens
 
 BELOW_MINIMUM = "below-minimum-tokens"
+NEWEST_TURN_TOO_LARGE = "newest-turn-too-large"
+
+# Why a context left visible entries out (RecallResult.omitted_reason).
+OVER_BUDGET = "over-budget"
+MAX_ENTRIES = "max-entries"
+UNPAIRED_TOOL_MESSAGE = "unpaired-tool-message"
+DECAYED = "decayed"
+
+
+@dataclass(frozen=True)
+class Picked:
+    entries: list[MemoryEntry]
+    decline: str | None = None
+    omitted: int = 0
+    omitted_reason: str | None = None
+
+
+def context_room(budget_tokens: int, config: RecallConfig) -> int:
+    """Tokens the entries may take: the budget less the reserve and the frame."""
+    frame = sum(count_tokens(text) + 1 for text in (config.header, config.footer) if text)
+    return budget_tokens - config.reserve_tokens - frame
 
 
 def pick_by_budget(
     entries: list[MemoryEntry], budget_tokens: int, config: RecallConfig
-) -> tuple[list[MemoryEntry], str | None]:
-    """Returns the picked entries and, when nothing may be injected, the reason."""
-    available = budget_tokens - config.reserve_tokens
-    if available < config.minimum_tokens:
-        return [], BELOW_MINIMUM
-    picked: list[MemoryEntry] = []
-    used = 0
-    for entry in reversed(entries):
-        if config.max_entries is not None and len(picked) >= config.max_entries:
-            break
-        if used + entry.token_count > available:
-            # Stop rather than skip: a gap in the middle of the recent past reads as a
-            # conversation that never happened.
-            break
-        picked.append(entry)
-        used += entry.token_count
-    picked.reverse()
-    return picked, None
+) -> Picked:
+    if budget_tokens - config.reserve_tokens < config.minimum_tokens:
+        return Picked([], BELOW_MINIMUM, len(entries), BELOW_MINIMUM if entries else None)
+    grouped = blocks_of(entries)
+    blocks = grouped.blocks
+    if not blocks:
+        return _picked([], entries, grouped.unpaired, None)
+    room = context_room(budget_tokens, config)
+    cap = config.max_entries
+    newest = blocks[-1]
+    if newest.tokens > room or (cap is not None and len(newest.entries) > cap):
+        return Picked([], NEWEST_TURN_TOO_LARGE, len(entries), NEWEST_TURN_TOO_LARGE)
+    chosen = {len(blocks) - 1}
+    used, count = newest.tokens, len(newest.entries)
+    limited_by = None
+    # Summaries first (they stand for everything older), newest summary first...
+    summaries = [i for i, b in enumerate(blocks[:-1]) if b.is_summary]
+    messages = [i for i, b in enumerate(blocks[:-1]) if not b.is_summary]
+    for group in (summaries, messages):
+        # ...then the newest whole turns, stopping at the first that does not fit: a hole
+        # in the middle of the recent past would read as a conversation that never was.
+        for index in reversed(group):
+            block = blocks[index]
+            if used + block.tokens > room:
+                limited_by = limited_by or OVER_BUDGET
+                break
+            if cap is not None and count + len(block.entries) > cap:
+                limited_by = limited_by or MAX_ENTRIES
+                break
+            chosen.add(index)
+            used += block.tokens
+            count += len(block.entries)
+    picked = [entry for i in sorted(chosen) for entry in blocks[i].entries]
+    return _picked(picked, entries, grouped.unpaired, limited_by)
+
+
+def _picked(
+    picked: list[MemoryEntry],
+    entries: list[MemoryEntry],
+    unpaired: list[MemoryEntry],
+    limited_by: str | None,
+) -> Picked:
+    omitted = len(entries) - len(picked)
+    reason = limited_by if limited_by else (UNPAIRED_TOOL_MESSAGE if unpaired else None)
+    return Picked(picked, None, omitted, reason if omitted else None)
+
+
+__all__ = ["Block", "Picked", "context_room", "pick_by_budget"]

@@ -1,19 +1,71 @@
-"""Load: the newest visible entries of a thread, oldest first, in one query."""
+"""Load: the thread's visible entries, oldest first, in one indexed read.
+
+Budget-driven (``load_count`` None): every visible entry up to a row cap that the room
+could never exceed, so the context can account for all of them. Count-driven (the
+seeds): the newest ``load_count``.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 
-from agentmemory.models import MemoryEntry, Thread
+from django.db.models import Q
+
+from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.querysets import MemoryEntryQuerySet
+
+#: Each entry costs at least two tokens in a context (its text and the line break), so a
+#: room of R tokens never holds more than R // 2 entries. The hard cap bounds a recall
+#: with a huge budget on a thread that was never folded.
+MAX_LOAD_ROWS = 20_000
 
 
-def load_recent(thread: Thread, config: RecallConfig, now: datetime) -> list[MemoryEntry]:
-    # select_related joins each summary's coverage, so later stages read no more rows.
-    rows = (
-        MemoryEntry.objects.filter(thread=thread)
-        .visible(now, config.tiers)
-        .select_related("coverage")
-        .newest_first()[: config.load_count]
+@dataclass(frozen=True)
+class Loaded:
+    """``entries``: visible and unexpired, oldest first. ``complete``: nothing visible
+    lies beyond them. ``expired_summaries``: a live summary passed its expiry and still
+    hides what it stands for (the caller retires it and loads again)."""
+
+    entries: list[MemoryEntry]
+    complete: bool
+    expired_summaries: bool = False
+
+
+def row_cap(config: RecallConfig, room: int) -> int:
+    if config.load_count is not None:
+        return config.load_count
+    return max(1, min(room // 2 + 1, MAX_LOAD_ROWS))
+
+
+def _candidates(thread: Thread, config: RecallConfig, now: datetime) -> MemoryEntryQuerySet:
+    # Expired summaries are read too: until retired they hide originals that may still
+    # be live (a summary expires with the earliest thing it stands for).
+    rows = MemoryEntry.objects.filter(thread=thread).uncovered().live()
+    rows = rows.filter(
+        Q(expires_at__isnull=True) | Q(expires_at__gt=now) | Q(kind=EntryKind.SUMMARY)
     )
-    return list(reversed(rows))
+    if config.tiers is not None:
+        rows = rows.filter(tier__in=list(config.tiers))
+    # select_related joins each summary's coverage, so later stages read no more rows.
+    return rows.select_related("coverage")
+
+
+def _split(rows: list[MemoryEntry], now: datetime, complete: bool) -> Loaded:
+    expired = any(row.is_summary and row.expires_at and row.expires_at <= now for row in rows)
+    return Loaded(entries=rows, complete=complete, expired_summaries=expired)
+
+
+def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:
+    """The newest visible entries (up to the row cap), oldest first."""
+    cap = row_cap(config, room)
+    rows = list(_candidates(thread, config, now).newest_first()[:cap])
+    rows.reverse()
+    return _split(rows, now, complete=len(rows) < cap)
+
+
+def load_oldest(thread: Thread, config: RecallConfig, now: datetime, limit: int) -> Loaded:
+    """The oldest visible entries: where a backfill is folded forward from."""
+    rows = list(_candidates(thread, config, now).order_by("position", "id")[:limit])
+    return _split(rows, now, complete=len(rows) < limit)

@@ -131,7 +131,7 @@ def _first_turn(entry: MemoryEntry) -> int:
 
 def plan_fold(loaded: list[MemoryEntry], config: RecallConfig) -> FoldPlan | None:
     """Which span to fold, or None when a fold is not worth a call (law 4a)."""
-    if len(loaded) < config.trigger_min_entries:
+    if config.trigger_min_entries is not None and len(loaded) < config.trigger_min_entries:
         return None
     cut = len(loaded) - config.preserve_recent
     if cut <= 0:
