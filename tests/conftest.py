@@ -74,3 +74,36 @@ def _fresh_process_state() -> Iterator[None]:
     yield
     memory_settings.reload()
     summarizers.get_summarizer.cache_clear()
+
+
+#: The seeds' count-driven recall: load the newest 20, fold once 20 are loaded. The
+#: law-by-law tests written for it keep it; the recall contract's tests use the defaults.
+SEED_COUNTS = {"LOAD_COUNT": 20, "TRIGGER_MIN_ENTRIES": 20}
+
+
+@pytest.fixture
+def seed_counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Make the count-driven mode the default for one test (settings still override it)."""
+    from agentmemory.conf import DEFAULTS, memory_settings
+
+    for key, value in SEED_COUNTS.items():
+        monkeypatch.setitem(DEFAULTS, key, value)
+    memory_settings.reload()
+    yield
+    memory_settings.reload()
+
+
+#: Test modules written law by law against the count-driven recall.
+SEED_MODULES = {
+    "test_admin", "test_admin_browser", "test_api_bad_input", "test_api_flow",
+    "test_api_isolation", "test_append", "test_erasure", "test_fact_gate", "test_fold_laws",
+    "test_invariants", "test_quarantine", "test_query_counts", "test_quota", "test_recall",
+    "test_receipts", "test_retention", "test_signing", "test_summarizers", "test_window",
+    "test_worker",
+}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.module is not None and item.module.__name__.split(".")[-1] in SEED_MODULES:
+            item.add_marker(pytest.mark.usefixtures("seed_counts"))

@@ -26,7 +26,7 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
-from agentmemory.pipeline.load import load_recent
+from agentmemory.pipeline.load import load_visible
 from agentmemory.pipeline.summarize import fold_span, plan_fold
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
@@ -275,8 +275,8 @@ def test_a_fold_planned_before_another_was_written_makes_no_call(calls: list) ->
     with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
         config = RecallConfig.build()
         # Two workers planned from the same load; the second starts after the first wrote.
-        plan_a = plan_fold(load_recent(thread, config, NOW), config)
-        plan_b = plan_fold(load_recent(thread, config, NOW), config)
+        plan_a = plan_fold(load_visible(thread, config, NOW, 0).entries, config)
+        plan_b = plan_fold(load_visible(thread, config, NOW, 0).entries, config)
         assert plan_a is not None and plan_b is not None and plan_a.key == plan_b.key
         first = fold_span(thread, plan_a, config, get_summarizer())
         second = fold_span(thread, plan_b, config, get_summarizer())

@@ -1,0 +1,201 @@
+"""Each failure measured on the count-driven recall (issue 11), as a test of the fix."""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test import override_settings
+from django.utils import timezone
+
+from agentmemory import services
+from agentmemory.exceptions import AgentMemoryError
+from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+from agentmemory.pipeline.budget import NEWEST_TURN_TOO_LARGE
+from agentmemory.pipeline.config import InvalidRecallOption
+from tests.helpers import callable_settings, turn_messages
+
+pytestmark = pytest.mark.django_db
+
+NOW = timezone.now().replace(microsecond=0)
+
+
+def converse(thread: Thread, turns: range, budget: int, **overrides: object) -> list:
+    """The agent's order: the user's message, a recall, then the replies."""
+    results = []
+    for number in turns:
+        messages = turn_messages(number, with_tools=number % 3 == 0)
+        services.append(thread, messages[0])
+        results.append(services.recall(thread, budget, **overrides))
+        services.append(thread, messages[1:])
+    return results
+
+
+def live_summaries(thread: Thread) -> list[MemoryEntry]:
+    return list(
+        MemoryEntry.objects.filter(
+            thread=thread, kind=EntryKind.SUMMARY, retired_at__isnull=True,
+            covered_by__isnull=True,
+        ).select_related("coverage")
+    )
+
+
+@pytest.mark.parametrize("budget", [1000, 1250, 1506])
+def test_once_history_is_folded_every_context_holds_a_summary_and_no_split_pair(
+    budget: int,
+) -> None:
+    thread = Thread.objects.create()
+    results = converse(thread, range(1, 81), budget)
+    first_fold = next(i for i, r in enumerate(results) if r.summaries_used)
+    for result in results[first_fold:]:
+        assert result.summaries_used, "a context without the summary of older history"
+        assert result.omitted == 0 and result.omitted_reason is None
+        first = next(m for m in result.messages if m.kind == "message")
+        assert first.role != "tool", "a context that opens with a result whose call was cut"
+        assert result.messages[-1].role == "user"
+
+
+def test_a_newest_message_larger_than_the_room_is_declined_out_loud() -> None:
+    thread = Thread.objects.create()
+    converse(thread, range(1, 4), 1000)
+    services.append(thread, {"role": "user", "content": "word " * 2000})
+    result = services.recall(thread, 1000)
+    assert result.budget_decline == NEWEST_TURN_TOO_LARGE
+    assert result.messages == [] and result.text == ""
+    assert result.omitted == len(MemoryEntry.objects.filter(thread=thread).visible())
+    assert result.omitted_reason == NEWEST_TURN_TOO_LARGE
+
+
+def test_a_budget_that_is_not_a_count_of_tokens_is_refused() -> None:
+    thread = Thread.objects.create()
+    for bad in (-1, "7", 8.0, True):
+        with pytest.raises(InvalidRecallOption) as error:
+            services.recall(thread, bad)  # type: ignore[arg-type]
+        assert error.value.field == "budget_tokens"
+
+
+def test_a_long_history_is_folded_forward_once_then_never_again() -> None:
+    thread = Thread.objects.create()
+    services.append(thread, [m for n in range(1, 101) for m in turn_messages(n)])  # 400
+    first = services.recall(thread, 1000)
+    calls = list(SummarizerCall.objects.filter(thread=thread).order_by("id"))
+    assert calls and all(call.outcome == "folded" for call in calls)
+    chunks = sorted(
+        (s for s in MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY)
+         .select_related("coverage") if s.coverage.level == 1),
+        key=lambda s: s.pk,
+    )
+    # Forward: each chunk written starts where the one before it ended.
+    starts = [chunk.coverage.from_turn for chunk in chunks]
+    assert starts == sorted(starts) and starts[0] == 1
+    assert first.omitted == 0 and first.summaries_used
+    for _ in range(6):
+        again = services.recall(thread, 1000)
+        assert again.messages == first.messages
+    assert SummarizerCall.objects.filter(thread=thread).count() == len(calls)
+
+
+def test_a_backfill_in_background_mode_folds_in_bounded_spans_with_shallow_nesting() -> None:
+    thread = Thread.objects.create()
+    with override_settings(AGENTMEMORY={"RECALL_MODE": "background", "FOLDS_PER_TASK": 100,
+                                        "FOLD_INPUT_LIMIT": 8000}):
+        services.append(thread, [m for n in range(1, 1251) for m in turn_messages(n)])
+        assert services.fold_due(thread)
+        services.fold_until_settled(thread.pk)  # what the enqueued task runs
+        calls = SummarizerCall.objects.filter(thread=thread)
+        history = sum(e.token_count for e in MemoryEntry.objects.filter(
+            thread=thread, kind=EntryKind.MESSAGE))
+        # Each original is sent once, in spans of at most the input limit; a few merges.
+        assert calls.count() <= history / 8000 * 1.5 + 4
+        summaries = live_summaries(thread)
+        assert max(s.coverage.level for s in summaries) <= 3
+        result = services.recall(thread, 4000)
+        assert result.omitted == 0 and result.summaries_used
+        assert services.fold_due(thread) is False
+
+
+def test_a_summary_expires_with_the_earliest_original_it_stands_for() -> None:
+    thread = Thread.objects.create(ttl=timedelta(days=30))
+    converse(thread, range(1, 20), 1000)
+    # The TTL is lowered mid-thread: later originals expire before earlier ones.
+    Thread.objects.filter(pk=thread.pk).update(ttl=timedelta(days=1))
+    thread.refresh_from_db()
+    canary = "card 4111-1111-1111-1111"
+    services.append(thread, {"role": "user", "content": f"Charge my {canary} please."})
+    converse(thread, range(20, 60), 1000)
+    holding = MemoryEntry.objects.filter(thread=thread, content__contains=canary).get()
+    summary = MemoryEntry.objects.filter(
+        thread=thread, kind=EntryKind.SUMMARY, sources__entry=holding
+    ).first()
+    assert summary is not None and summary.expires_at is not None
+    assert summary.expires_at <= holding.expires_at
+    later = holding.expires_at + timedelta(seconds=1)
+    result = services.recall(thread, 1000, now=later)
+    assert result.omitted == 0
+    MemoryEntry.objects.filter(pk=summary.pk).update()  # still readable until purged
+    services.purge_expired(now=later)
+    assert not MemoryEntry.objects.filter(thread=thread, content__contains=canary).exists()
+    assert not MemoryEntry.objects.filter(pk=summary.pk).exists()
+
+
+def test_a_ttl_added_mid_thread_never_leaves_a_summary_that_outlives_its_originals() -> None:
+    thread = Thread.objects.create()
+    converse(thread, range(1, 10), 1000)
+    Thread.objects.filter(pk=thread.pk).update(ttl=timedelta(hours=1))
+    thread.refresh_from_db()
+    converse(thread, range(10, 60), 1000)
+    for summary in MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY):
+        expiries = [
+            e.expires_at for e in services.expand(summary, recursive=True) if e.expires_at
+        ]
+        if expiries:
+            assert summary.expires_at is not None and summary.expires_at <= min(expiries)
+
+
+PARALLEL = 8
+BARRIER = threading.Barrier(PARALLEL)
+IN_CALL = threading.Event()
+
+
+def slow_summary(messages: list[dict[str, str]]) -> str:
+    IN_CALL.set()
+    time.sleep(0.5)  # every other recall arrives while this call is in flight
+    return "The user asked about parcels; the agent looked them up."
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_parallel_inline_recalls_of_a_due_thread_pay_for_one_summary(on_postgres: bool) -> None:
+    if not on_postgres:
+        pytest.skip("concurrent writers need PostgreSQL")
+    settings = callable_settings("summarize_briefly")
+    settings["SUMMARIZER"]["OPTIONS"]["FUNCTION"] = "tests.test_recall_regressions.slow_summary"
+    with override_settings(AGENTMEMORY=settings):
+        thread = Thread.objects.create()
+        services.append(thread, [m for n in range(1, 41) for m in turn_messages(n)])
+        results: list[object] = []
+        IN_CALL.clear()
+
+        def recall() -> None:
+            try:
+                BARRIER.wait(timeout=10)
+                results.append(services.recall(thread, 1000))
+            except Exception as exc:  # surfaced below
+                results.append(exc)
+            finally:
+                connection.close()
+
+        workers = [threading.Thread(target=recall) for _ in range(PARALLEL)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join(timeout=60)
+        assert IN_CALL.is_set()
+        assert not [r for r in results if isinstance(r, Exception | AgentMemoryError)]
+        calls = SummarizerCall.objects.filter(thread=thread)
+        assert calls.count() == calls.filter(outcome="folded").count()
+        contexts = {tuple(m.id for m in r.messages) for r in results}  # type: ignore[union-attr]
+        assert len(contexts) == 1, "every recall waited for the one fold and saw its summary"
