@@ -195,7 +195,11 @@ class MemoryEntry(models.Model):
                 condition=Q(covered_by__isnull=True),
                 name="agentmemory_entry_visible",
             ),
-            models.Index(fields=["thread", "position"], name="agentmemory_entry_order"),
+            # Every row of a thread in order: API pages, the timeline, summaries. With the
+            # id it is as wide as the partial index above. Narrower, it looked cheaper to
+            # SQLite for recall's load until ANALYZE had run, and the load walked past
+            # every covered row of a folded thread (tests/test_query_plan.py).
+            models.Index(fields=["thread", "position", "id"], name="agentmemory_entry_order"),
             # Every version of one summary key, retired ones too: the fold counts them.
             models.Index(
                 fields=["thread", "summary_key"],

@@ -3,6 +3,7 @@
     make bench                                   # creates .venv and .venv-peers, runs this
     .venv/bin/python bench/run.py                # the same, the virtualenvs already there
     .venv/bin/python bench/run.py --skip-peers --output -    # print, write nothing
+    .venv/bin/python bench/run.py --parts folded --output -  # one part alone
 
 What it measures, on SQLite (a temporary file) and PostgreSQL (a database it creates
 and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the server):
@@ -12,6 +13,9 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
   ``append`` computes them, and reused): recall latency p50/p95 and queries per recall;
   fold latency and queries per fold; peak memory of a recall, a fold and a purge batch,
   each measured in a fresh subprocess;
+* folded threads of 1,000, 100,000 and 1,000,000 entries (all but the newest 40
+  covered by summaries; bench/folded.py writes them) on a fresh database that has never
+  been analyzed: recall latency, and the index the load reads;
 * appends per second, one message per call and 50 per call;
 * purge rows per second;
 * the seeded 1,000-turn conversation (bench/conversation.py), recalled at every turn,
@@ -21,9 +25,10 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
 * the same conversation through peer libraries' summarizing memories (bench/peers/),
   installed only in ``.venv-peers`` and aimed at the same loopback server.
 
-Workers run in subprocesses (``run.py _sizes``, ``_rss``, ``_conversation``), so each
-database gets a fresh Django and each memory figure a fresh interpreter. Nothing leaves
-the machine: the only server any of it talks to is on 127.0.0.1.
+Workers run in subprocesses (``run.py _sizes``, ``_folded``, ``_rss``,
+``_conversation``), so each database gets a fresh Django and each memory figure a
+fresh interpreter. Nothing leaves the machine: the only server any of it talks to is
+on 127.0.0.1.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import gc
 import importlib.metadata
 import json
 import os
+import re
 import resource
 import subprocess
 import sys
@@ -47,6 +53,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import conversation as conv  # noqa: E402
+from bench import folded  # noqa: E402
 from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
@@ -65,6 +72,7 @@ QUICK = os.environ.get("BENCH_QUICK") == "1"
 SIZES = (100, 1_000) if QUICK else (100, 1_000, 10_000, 100_000)
 ENGINES = ("sqlite", "postgres")
 RECALLS = 20 if QUICK else 200  # timed recalls per thread size
+FOLDED_SIZES = (1_000, 10_000) if QUICK else (1_000, 100_000, 1_000_000)
 FOLDS = 5 if QUICK else 30  # timed folds per thread size
 RSS_RUNS = 1 if QUICK else 3  # fresh subprocesses per memory figure
 APPEND_SINGLE = 300  # one message per call
@@ -78,6 +86,7 @@ BUDGET = 1_000
 RESERVE_TOKENS = 256
 CONTEXT_ROOM = BUDGET - RESERVE_TOKENS
 PEERS = ("langchain", "langmem", "llamaindex")
+PARTS = ("sizes", "folded", "conversation", "peers")
 PEERS_PYTHON = Path(os.environ.get("BENCH_PEERS_PYTHON", ROOT / ".venv-peers" / "bin" / "python"))
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 RAW = ROOT / "artifacts" / "benchmarks.json"  # every figure of the last run, unrounded
@@ -234,6 +243,66 @@ def _sizes(database: Database) -> dict[str, Any]:
     out["append"] = _appends()
     out["purge"] = _purge_rate(start)
     return out
+
+
+def worker_folded(args: argparse.Namespace) -> dict[str, Any]:
+    """Recall on folded threads, on a database of its own that nothing has analyzed."""
+    database = Database.create(args.db, args.pg_name)
+    setup_django(database.engine, database.name, {"SUMMARIZER": INSTANT_SUMMARIZER},
+                 migrate=True)
+    try:
+        return _folded()
+    finally:
+        database.drop()
+
+
+def _folded() -> dict[str, Any]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from agentmemory.models import Thread
+
+    out: dict[str, Any] = {"engine": describe_engine(), "tail": folded.TAIL,
+                           "chunk": folded.CHUNK, "sizes": {}}
+    start = timezone.now()
+    messages = [{**message, "tokens": tokens} for message, tokens in _counted_cycle()]
+    calls = {}
+    for size in FOLDED_SIZES:
+        thread = Thread.objects.create(title=f"folded {size}")
+        built = time.perf_counter()
+        rows = folded.build_folded(thread.pk, size, messages=messages, start=start,
+                                   expires_at=start + timedelta(days=30))
+        out["sizes"][size] = {"build_s": time.perf_counter() - built, "rows": rows}
+        calls[size] = _operation("recall", thread, None)
+    samples: dict[int, list[float]] = {size: [] for size in calls}
+    for size, call in calls.items():
+        call()  # warm-up
+        with CaptureQueriesContext(connection) as captured:
+            result = call()
+        load = next(q["sql"] for q in captured.captured_queries
+                    if 'FROM "agentmemory_memoryentry"' in q["sql"])
+        out["sizes"][size].update(
+            queries=len(captured.captured_queries), loaded=result.loaded_count,
+            index=_index_read(load),
+        )
+    for _ in range(RECALLS):  # round robin, as for the other sizes
+        for size, call in calls.items():
+            began = time.perf_counter()
+            call()
+            samples[size].append((time.perf_counter() - began) * 1000)
+    for size, values in samples.items():
+        out["sizes"][size].update(p50_ms=median(values), p95_ms=percentile(values, 0.95))
+    return out
+
+
+def _index_read(sql: str) -> str:
+    """The indexes the database reads ``agentmemory_memoryentry`` through for ``sql``."""
+    lines = folded.explain_sql(sql)
+    names = [name for line in lines
+             for name in re.findall(r"(?:INDEX|using|Index Scan on) (\w+)", line)]
+    entry = [name for name in names if "summarycoverage" not in name]
+    return ", ".join(entry) or "no index: " + "; ".join(line.strip() for line in lines)
 
 
 def _rss_subprocess(
@@ -514,6 +583,9 @@ def main() -> None:
     parser.add_argument("--pg-name", default="agentmemory_bench")
     parser.add_argument("--render-only", action="store_true",
                         help=f"rewrite the page from {RAW.relative_to(ROOT)}, measure nothing")
+    parser.add_argument("--parts", default=",".join(PARTS),
+                        help="what to measure (a part run alone leaves "
+                             f"{RAW.relative_to(ROOT)} as it was); default: {','.join(PARTS)}")
     args = parser.parse_args()
     if args.render_only:
         publish(json.loads(RAW.read_text()), args.output)
@@ -523,30 +595,36 @@ def main() -> None:
 
     started = time.perf_counter()
     engines = [engine for engine in args.engines.split(",") if engine]
+    parts = [part for part in args.parts.split(",") if part]
     results: dict[str, Any] = {"machine": machine(), "versions": versions(),
-                               "source": source(), "sizes": {},
+                               "source": source(), "sizes": {}, "folded": {},
                                "conversation": {}, "peers": {}}
-    for engine in engines:
+    for engine in engines if "sizes" in parts else ():
         print(f"[bench] thread sizes on {engine}", file=sys.stderr, flush=True)
         results["sizes"][engine] = run_worker("_sizes", "--db", engine,
                                               "--pg-name", args.pg_name)
+    for engine in engines if "folded" in parts else ():
+        print(f"[bench] folded threads on {engine}", file=sys.stderr, flush=True)
+        results["folded"][engine] = run_worker("_folded", "--db", engine,
+                                               "--pg-name", args.pg_name)
     with loopback_server() as server:
-        for engine in engines:
+        for engine in engines if "conversation" in parts else ():
             print(f"[bench] seeded conversation on {engine}", file=sys.stderr, flush=True)
             server.reset()
             outcome = run_worker("_conversation", "--db", engine, "--pg-name", args.pg_name,
                                  "--base-url", server.base_url)
             outcome["stub"] = server.totals()
             results["conversation"][engine] = outcome
-        for library in () if args.skip_peers else PEERS:
+        for library in () if args.skip_peers or "peers" not in parts else PEERS:
             print(f"[bench] peer: {library}", file=sys.stderr, flush=True)
             server.reset()
             outcome = run_peer(library, server.base_url)
             outcome["stub"] = server.totals()
             results["peers"][library] = outcome
     results["elapsed_s"] = time.perf_counter() - started
-    RAW.parent.mkdir(exist_ok=True)
-    RAW.write_text(json.dumps(results, indent=1))
+    if set(PARTS) <= set(parts):
+        RAW.parent.mkdir(exist_ok=True)
+        RAW.write_text(json.dumps(results, indent=1))
     publish(results, args.output)
 
 
@@ -565,7 +643,8 @@ def publish(results: dict[str, Any], output: str) -> None:
 
 def render(results: dict[str, Any]) -> str:
     sections = [
-        _intro(results), _sizes_section(results), _memory_section(results),
+        _intro(results), _sizes_section(results), _folded_section(results),
+        _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
         _peers_section(results), _notes(results),
     ]
@@ -574,7 +653,8 @@ def render(results: dict[str, Any]) -> str:
 
 def _intro(results: dict[str, Any]) -> str:
     m, v = results["machine"], results["versions"]
-    engines = ", ".join(sizes["engine"] for sizes in results["sizes"].values())
+    runs = results["sizes"] or results.get("folded", {})
+    engines = ", ".join(run["engine"] for run in runs.values())
     quick = "\n\n**A smoke run (`BENCH_QUICK=1`): not the published figures.**" if QUICK else ""
     return f"""# Benchmarks{quick}
 
@@ -613,6 +693,8 @@ medians. The machine is shared, so the absolute times carry some noise; the shap
 
 
 def _sizes_section(results: dict[str, Any]) -> str:
+    if not results["sizes"]:
+        return ""
     parts = [f"""## Recall and fold on long threads
 
 Threads of {", ".join(f"{size:,}" for size in SIZES)} entries are written with
@@ -648,7 +730,47 @@ largest takes seconds. Each size is measured on its own thread in one shared dat
     return "\n\n".join(parts)
 
 
+def _folded_section(results: dict[str, Any]) -> str:
+    runs = results.get("folded", {})
+    if not runs:
+        return ""
+    first = next(iter(runs.values()))
+    parts = [f"""## Recall on folded threads
+
+A thread that has been used for long is mostly folded: its old entries are covered by
+summaries and only the newest are read by recall. Threads of {", ".join(
+        f"{int(size):,}" for size in first["sizes"])} messages are written (the seeded
+conversation's messages, repeated, in batched inserts; `bench/folded.py`) with every
+entry but the newest {first["tail"]} covered: summaries of {first["chunk"]} entries
+each, every summary folded into the next, the last one live and the first left
+uncovered, a stale summary at the far end of the thread. Recall therefore loads
+{first["tail"]} messages and 2 summaries whatever the thread's length. The database is
+new and has never been analyzed (no `ANALYZE` by the bench, as on a user's first day;
+PostgreSQL's autovacuum may analyze on its own).
+
+* **recall**: `services.recall(thread, 4000, mode="background")`, {RECALLS} calls per
+  size, round robin over the sizes.
+* **load reads**: the index the database chose for the load query of that recall
+  (`EXPLAIN QUERY PLAN` on SQLite, `EXPLAIN` on PostgreSQL)."""]
+    for run in runs.values():
+        sizes = list(run["sizes"])
+        rows = [[
+            f"{int(size):,}", number(row["p50_ms"], 2), number(row["p95_ms"], 2),
+            str(row["queries"]), str(row["loaded"]), f"`{row['index']}`",
+            number(row["build_s"], 1),
+        ] for size, row in run["sizes"].items()]
+        small, large = run["sizes"][sizes[0]], run["sizes"][sizes[-1]]
+        parts.append(f"### {run['engine']}\n\n" + table(
+            ["messages", "recall p50 ms", "recall p95 ms", "queries / recall",
+             "entries loaded", "load reads", "built in s"], rows, "lrrrrlr",
+        ) + f"\n\nFrom {int(sizes[0]):,} to {int(sizes[-1]):,} messages: recall p50 ×"
+            f"{large['p50_ms'] / small['p50_ms']:.2f}.")
+    return "\n\n".join(parts)
+
+
 def _memory_section(results: dict[str, Any]) -> str:
+    if not results["sizes"]:
+        return ""
     parts = [f"""## Peak memory of a recall, a fold and a purge batch
 
 Each figure is measured in a fresh interpreter (`bench/run.py _rss`, {RSS_RUNS} runs,
@@ -679,6 +801,8 @@ rolled back like the fold. Flat columns mean nothing loads a whole thread."""]
 
 
 def _writes_section(results: dict[str, Any]) -> str:
+    if not results["sizes"]:
+        return ""
     rows = []
     for sizes in results["sizes"].values():
         append, purge = sizes["append"], sizes["purge"]
@@ -904,7 +1028,7 @@ def _notes(results: dict[str, Any]) -> str:
         (name, tuple(run["sizes"][str(size)][name]["queries"]))
         for run in sizes_runs for size in SIZES for name in ("recall", "fold")
     }
-    if len({name for name, _ in queries}) == len(queries):
+    if queries and len({name for name, _ in queries}) == len(queries):
         per = {name: "/".join(map(str, counts)) for name, counts in queries}
         notes.append(
             f"Queries do not grow with the thread: {per['recall']} per recall and "
@@ -950,6 +1074,25 @@ def _notes(results: dict[str, Any]) -> str:
                 "is the partial unique one over live summaries, so the database reads every "
                 "row of the thread. The background fold runs the same code."
             )
+    for run in results.get("folded", {}).values():
+        sizes = list(run["sizes"])
+        small, large = run["sizes"][sizes[0]], run["sizes"][sizes[-1]]
+        ratio = large["p50_ms"] / small["p50_ms"]
+        reads = {row["index"] for row in run["sizes"].values()}
+        if ratio < 1.5 and reads == {"agentmemory_entry_visible"}:
+            notes.append(
+                f"{run['engine']}: recall on a folded thread does not grow with the thread "
+                f"(p50 ×{ratio:.2f} from {int(sizes[0]):,} to {int(sizes[-1]):,} messages) on "
+                "a database never analyzed: the load reads the uncovered rows alone, through "
+                "the partial index `agentmemory_entry_visible`."
+            )
+        else:
+            notes.append(
+                f"{run['engine']}: **recall on a folded thread grows with it** (p50 ×{ratio:.2f} "
+                f"from {int(sizes[0]):,} to {int(sizes[-1]):,} messages); the load reads "
+                f"{', '.join(f'`{name}`' for name in sorted(reads))}. Through any index but "
+                "the partial one on uncovered rows, it walks past every covered row."
+            )
     conversation = next(iter(results["conversation"].values()), None)
     if conversation:
         two = sum(1 for n in conversation["summaries_in_context"] if n > 1)
@@ -975,7 +1118,8 @@ def _notes(results: dict[str, Any]) -> str:
     return "## What the figures say\n\n" + "\n\n".join(f"* {note}" for note in notes)
 
 
-WORKERS = {"_sizes": worker_sizes, "_rss": worker_rss, "_conversation": worker_conversation}
+WORKERS = {"_sizes": worker_sizes, "_folded": worker_folded, "_rss": worker_rss,
+           "_conversation": worker_conversation}
 
 
 def worker_main(kind: str) -> None:
