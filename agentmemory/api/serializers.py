@@ -360,7 +360,8 @@ class ReceiptSerializer(serializers.ModelSerializer):
         model = RecallReceipt
         fields = [
             "id", "turn", "budget_tokens", "tokens", "decline", "budget_decline",
-            "omitted", "omitted_reason", "folded_summary_id", "config", "created_at", "expires_at", "items",
+            "omitted", "omitted_reason", "folded_summary_id", "config", "created_at",
+            "expires_at", "items",
         ]
         read_only_fields = fields
 
