@@ -186,7 +186,8 @@ class ThreadAdmin(admin.ModelAdmin):
     )
     fields = (
         "owner", "client_key", "title", "metadata", "ttl", "write_tier", "window_retain",
-        "timeline_link", "savings", "last_turn", "last_position", "created_at", "updated_at",
+        "fold_budget", "timeline_link", "savings", "last_turn", "last_position", "created_at",
+        "updated_at",
     )
 
     @admin.display(description="summarizing: spent and saved")

@@ -38,8 +38,8 @@ class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
     ) -> MemoryEntryQuerySet:
         """What recall may load: live, not expired, not covered by a summary, in ``tiers``.
 
-        A summary never outlives the originals it covers (its expiry is theirs), so a
-        covered original is never hidden by an expired summary.
+        A summary expires with the earliest original it stands for, and is retired on the
+        next load (``services.retire_expired``), so what it hid comes back verbatim.
         """
         qs = self.uncovered().live().unexpired(now)
         if tiers is not None:

@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agentmemory import signals
+from agentmemory import ledger, signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, NotASummaryError
 from agentmemory.ledger import quota_exceeded
@@ -341,10 +341,15 @@ def _fold_inline(
     deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
     while not take_fold_lease(thread.pk, owner, summarizer):
         if time.monotonic() >= deadline:
+            ledger.send_declined(
+                thread, summarizer, purpose=FoldPurpose.RECALL_FOLD, reason=FOLD_IN_PROGRESS
+            )
             return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
         time.sleep(0.05)
     try:
-        return settle(thread, config, room, summarizer, now=now)
+        # Until settled, however long the history: a second recall with nothing appended
+        # must find nothing left to fold (the contract's idempotence).
+        return settle(thread, config, room, summarizer, now=now, max_folds=None)
     finally:
         release_fold_lease(thread.pk, owner)
 
@@ -358,11 +363,15 @@ def settle(
     now: datetime | None = None,
     attempt: int = 1,
     raise_transient: bool = False,
+    max_folds: int | None = -1,
 ) -> list[FoldOutcome]:
-    """Fold until the thread's context fits ``room``: at most FOLDS_PER_TASK folds, each
-    planned afresh from the thread (oldest first), stopping at the first decline."""
+    """Fold until the thread's context fits ``room``: at most ``max_folds`` folds
+    (FOLDS_PER_TASK by default, None for no bound), each planned afresh from the thread
+    (oldest first), stopping at the first decline."""
+    if max_folds == -1:
+        max_folds = memory_settings.FOLDS_PER_TASK
     outcomes: list[FoldOutcome] = []
-    for _ in range(memory_settings.FOLDS_PER_TASK):
+    while max_folds is None or len(outcomes) < max_folds:
         at = now or timezone.now()
         loaded = load_intact(thread, config, at, room)
         entries, complete = loaded.entries, loaded.complete
@@ -845,10 +854,9 @@ def purge_expired(
 ) -> PurgeResult:
     """Delete expired rows in bounded batches, each batch one transaction.
 
-    An expired entry is deleted together with everything it covers, and only when
-    nothing unexpired covers it: a summary's expiry is the newest of its originals',
-    so a batch never leaves a summary without its originals, nor an original hidden
-    by a summary that is gone.
+    Only entries nothing covers are deleted: a summary expires with the earliest thing
+    it stands for, so it goes first, what it covered is unlinked (and recalled verbatim
+    while it lives), and an expired original never waits under a live summary.
     """
     now = now or timezone.now()
     batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
@@ -872,9 +880,9 @@ def purge_expired(
             receipt_ids = list(expired_receipts.values_list("pk", flat=True)[:batch_size])
             if not roots and not span_ids and not receipt_ids:
                 break
-            # Top-down: only the roots go in this batch; what they covered is unlinked
-            # and, being expired too (a summary never outlives what it covers), becomes
-            # a root of a later batch. A batch stays bounded however deep the nesting.
+            # Top-down: only the roots go in this batch; what they covered is unlinked. An
+            # expired original among it is a root of a later batch, a live one is
+            # verbatim again. A batch stays bounded however deep the nesting.
             MemoryEntry.objects.filter(covered_by__in=roots).update(covered_by=None)
             # Retired or held summaries built on a purged entry cover nothing, but they
             # would stand for originals that are gone: they go with them.

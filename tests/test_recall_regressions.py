@@ -126,7 +126,9 @@ def test_a_summary_expires_with_the_earliest_original_it_stands_for() -> None:
     canary = "card 4111-1111-1111-1111"
     services.append(thread, {"role": "user", "content": f"Charge my {canary} please."})
     converse(thread, range(20, 60), 1000)
-    holding = MemoryEntry.objects.filter(thread=thread, content__contains=canary).get()
+    holding = MemoryEntry.objects.filter(
+        thread=thread, kind=EntryKind.MESSAGE, content__contains=canary
+    ).get()
     summary = MemoryEntry.objects.filter(
         thread=thread, kind=EntryKind.SUMMARY, sources__entry=holding
     ).first()
@@ -135,7 +137,6 @@ def test_a_summary_expires_with_the_earliest_original_it_stands_for() -> None:
     later = holding.expires_at + timedelta(seconds=1)
     result = services.recall(thread, 1000, now=later)
     assert result.omitted == 0
-    MemoryEntry.objects.filter(pk=summary.pk).update()  # still readable until purged
     services.purge_expired(now=later)
     assert not MemoryEntry.objects.filter(thread=thread, content__contains=canary).exists()
     assert not MemoryEntry.objects.filter(pk=summary.pk).exists()

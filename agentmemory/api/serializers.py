@@ -104,9 +104,10 @@ class ThreadSerializer(StrictModelSerializer):
         model = Thread
         fields = [
             "id", "client_key", "title", "metadata", "ttl_seconds", "write_tier",
-            "window_retain", "last_turn", "created_at", "updated_at",
+            "window_retain", "fold_budget", "last_turn", "created_at", "updated_at",
         ]
         read_only_fields = ["id", "last_turn", "created_at", "updated_at"]
+        extra_kwargs = {"fold_budget": {"min_value": 200, "max_value": MAX_BUDGET}}
         # The owner-scoped uniqueness is checked in validate_client_key.
         validators: list[Any] = []
 
@@ -173,7 +174,7 @@ class CoverageSerializer(serializers.ModelSerializer):
             "from_turn", "to_turn", "entry_count", "span_tokens", "original_tokens", "model",
             "summarized_at", "prompt_tokens", "completion_tokens", "version", "prompt_hash",
             "temperature", "seed", "library_version", "tampered_at", "fact_score",
-            "missing_facts", "injection_flags", "reviewed_at",
+            "missing_facts", "injection_flags", "reviewed_at", "level",
         ]
 
 
@@ -208,12 +209,24 @@ class DecaySerializer(StrictSerializer):
 class RecallRequestSerializer(StrictSerializer):
     budget_tokens = serializers.IntegerField(min_value=1, max_value=MAX_BUDGET)
     mode = serializers.ChoiceField(choices=["inline", "background"], required=False)
-    load_count = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    load_count = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=1000,
+        help_text="null (the default): every visible entry the room holds; a number: the "
+        "newest N (the count-driven mode).",
+    )
     tiers = serializers.ListField(
         child=serializers.ChoiceField(choices=Tier.choices), required=False, allow_empty=False,
         max_length=3,
     )
-    trigger_min_entries = serializers.IntegerField(required=False, min_value=1, max_value=1000)
+    trigger_min_entries = serializers.IntegerField(
+        required=False, allow_null=True, min_value=1, max_value=1000
+    )
+    high_water = serializers.FloatField(
+        required=False, allow_null=True, min_value=0.01, max_value=1.0
+    )
+    low_water = serializers.FloatField(required=False, min_value=0.01, max_value=0.99)
+    summary_share = serializers.FloatField(required=False, min_value=0.01, max_value=0.99)
+    input_limit = serializers.IntegerField(required=False, min_value=100, max_value=MAX_BUDGET)
     preserve_recent = serializers.IntegerField(required=False, min_value=1, max_value=1000)
     min_fold_entries = serializers.IntegerField(required=False, min_value=1, max_value=1000)
     reserve_tokens = serializers.IntegerField(required=False, min_value=0, max_value=MAX_BUDGET)
@@ -259,6 +272,11 @@ class RecallResponseSerializer(serializers.Serializer):
 
 class FoldRequestSerializer(StrictSerializer):
     mode = serializers.ChoiceField(choices=["inline", "background"], required=False)
+    budget_tokens = serializers.IntegerField(
+        required=False, min_value=1, max_value=MAX_BUDGET,
+        help_text="Inline: fold until the context fits this budget; default: the thread's "
+        "fold budget.",
+    )
 
 
 class FoldResponseSerializer(serializers.Serializer):

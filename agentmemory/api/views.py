@@ -223,7 +223,9 @@ class Fold(MemoryAPIView):
         if mode == "background":
             task_id = services.enqueue_fold(thread.pk)
             return Response({"mode": mode, "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
-        outcome = services.fold(thread)
+        outcome = services.fold(
+            thread, budget_tokens=serializer.validated_data.get("budget_tokens")
+        )
         return Response({
             "mode": mode,
             "folded": outcome.folded,

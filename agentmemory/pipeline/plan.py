@@ -88,28 +88,30 @@ def blocks_of(entries: list[MemoryEntry]) -> Blocks:
 
 
 def _unpaired(entries: list[MemoryEntry]) -> list[MemoryEntry]:
-    """Tool results without their call, and calls without any result, in ``entries``.
+    """Tool messages that cannot go to a model as they are: a result whose call is not
+    visible, and a call any of whose results is missing, with the results it has.
 
     Calls in the newest turn may still be waiting for their results: they stay.
     """
-    called = {
-        str(call.get("id", "")): entry
-        for entry in entries
-        if not entry.is_summary
-        for call in entry.tool_calls or []
-    }
-    answered = {e.tool_call_id for e in entries if e.role == Role.TOOL and not e.is_summary}
+    messages = [entry for entry in entries if not entry.is_summary]
+    results: dict[str, list[MemoryEntry]] = {}
+    for entry in messages:
+        if entry.role == Role.TOOL:
+            results.setdefault(entry.tool_call_id, []).append(entry)
     newest_turn = entries[-1].turn if entries else 0
-    unpaired = [
-        entry for entry in entries
-        if entry.role == Role.TOOL and not entry.is_summary and entry.tool_call_id not in called
-    ]
-    for entry in entries:
-        if entry.is_summary or not entry.tool_calls or entry.turn == newest_turn:
-            continue
-        if not any(str(call.get("id", "")) in answered for call in entry.tool_calls):
-            unpaired.append(entry)
-    return sorted(unpaired, key=lambda e: (e.position, e.pk))
+    unpaired: dict[int, MemoryEntry] = {}
+    called: set[str] = set()
+    for entry in messages:
+        ids = [str(call.get("id", "")) for call in entry.tool_calls or []]
+        called.update(ids)
+        if ids and entry.turn != newest_turn and not all(i in results for i in ids):
+            unpaired[entry.pk] = entry
+            for answer in (r for i in ids for r in results.get(i, [])):
+                unpaired[answer.pk] = answer
+    for call_id, answers in results.items():
+        if call_id not in called:
+            unpaired.update((answer.pk, answer) for answer in answers)
+    return sorted(unpaired.values(), key=lambda e: (e.position, e.pk))
 
 
 def fold_pressure(
@@ -153,7 +155,7 @@ def next_fold(
         if chunk is not None:
             return chunk
     if over or _summaries_over(entries, room, config):
-        return _merge(blocks, config)
+        return _merge(blocks, room, config)
     return None
 
 
@@ -193,7 +195,7 @@ def _chunk(blocks: list[Block], config: RecallConfig) -> FoldPlan | None:
     return None
 
 
-def _merge(blocks: list[Block], config: RecallConfig) -> FoldPlan | None:
+def _merge(blocks: list[Block], room: int, config: RecallConfig) -> FoldPlan | None:
     """Adjacent summaries of the lowest level that has two side by side, so merges build
     a balanced tree: a summary of level n stands for about 2^(n-1) chunks or more."""
     summaries = [(i, b.entries[0]) for i, b in enumerate(blocks) if b.is_summary]
@@ -208,7 +210,9 @@ def _merge(blocks: list[Block], config: RecallConfig) -> FoldPlan | None:
             if fits:
                 run.append(blocks[index])
                 continue
-            span = _bounded(run, config.input_limit)
+            # A merge reads at most half the room, so (being smaller than what it reads)
+            # the summary it writes always fits beside the newest turns.
+            span = _bounded(run, min(config.input_limit, room // 2))
             if len(span) >= 2:
                 return _plan([b.entries[0] for b in span])
             run = []
