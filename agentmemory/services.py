@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
@@ -236,7 +236,10 @@ def recall(
     outcomes: list[FoldOutcome] = []
     entries = loaded.entries
     if config.mode == "inline" and not config.budget_driven:
-        outcome = _fold_loaded(thread, entries, config)
+        if plan_fold(entries, config) is None:
+            outcome = _fold_loaded(thread, entries, config)  # a decline, never a call
+        else:
+            [outcome] = _under_lease(thread, lambda: [_fold_loaded(thread, entries, config)])
         outcomes.append(outcome)
         if outcome.summary is not None and outcome.plan is not None:
             # The span is a contiguous stretch of what was loaded; the summary takes its place.
@@ -244,7 +247,12 @@ def recall(
     elif config.mode == "inline" and fold_pressure(
         entries, room, config, complete=loaded.complete
     ):
-        outcomes = _fold_inline(thread, config, room, now)
+        # Until settled, however long the history: a second recall with nothing appended
+        # must find nothing left to fold (the contract's idempotence).
+        outcomes = _under_lease(
+            thread, lambda: settle(thread, config, room, get_summarizer(), now=now,
+                                   max_folds=None)
+        )
         loaded = load_intact(thread, config, now, room)
         entries = loaded.entries
     loaded_count = len(entries)
@@ -332,10 +340,9 @@ def _fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig
     return fold_span(thread, plan, config, summarizer)
 
 
-def _fold_inline(
-    thread: Thread, config: RecallConfig, room: int, now: datetime
-) -> list[FoldOutcome]:
-    """Fold under the thread's lease, waiting up to INLINE_FOLD_WAIT for another fold."""
+def _under_lease(thread: Thread, fold: Callable[[], list[FoldOutcome]]) -> list[FoldOutcome]:
+    """Run an inline fold under the thread's lease, waiting up to INLINE_FOLD_WAIT for a
+    fold that holds it: concurrent recalls of one thread pay for one summary."""
     summarizer = get_summarizer()
     owner = uuid.uuid4().hex
     deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
@@ -347,9 +354,7 @@ def _fold_inline(
             return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
         time.sleep(0.05)
     try:
-        # Until settled, however long the history: a second recall with nothing appended
-        # must find nothing left to fold (the contract's idempotence).
-        return settle(thread, config, room, summarizer, now=now, max_folds=None)
+        return fold()
     finally:
         release_fold_lease(thread.pk, owner)
 
