@@ -78,20 +78,7 @@ def _fresh_process_state() -> Iterator[None]:
 
 #: The seeds' count-driven recall: load the newest 20, fold once 20 are loaded. The
 #: law-by-law tests written for it keep it; the recall contract's tests use the defaults.
-SEED_COUNTS = {"LOAD_COUNT": 20, "TRIGGER_MIN_ENTRIES": 20}
-
-
-@pytest.fixture
-def seed_counts(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Make the count-driven mode the default for one test (settings still override it)."""
-    from agentmemory.conf import DEFAULTS, memory_settings
-
-    for key, value in SEED_COUNTS.items():
-        monkeypatch.setitem(DEFAULTS, key, value)
-    memory_settings.reload()
-    yield
-    memory_settings.reload()
-
+SEED_COUNTS = {"LOAD_COUNT": 20, "TRIGGER_MIN_ENTRIES": 20, "FOLD_HIGH_WATER": None}
 
 #: Test modules written law by law against the count-driven recall.
 SEED_MODULES = {
@@ -103,7 +90,16 @@ SEED_MODULES = {
 }
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.module is not None and item.module.__name__.split(".")[-1] in SEED_MODULES:
-            item.add_marker(pytest.mark.usefixtures("seed_counts"))
+@pytest.fixture(autouse=True)
+def _seed_counts_in_law_modules(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[None]:
+    """In SEED_MODULES the count-driven mode is the default (settings still override)."""
+    from agentmemory.conf import DEFAULTS, memory_settings
+
+    if request.module.__name__.split(".")[-1] in SEED_MODULES:
+        for key, value in SEED_COUNTS.items():
+            monkeypatch.setitem(DEFAULTS, key, value)
+        memory_settings.reload()
+    yield
+    memory_settings.reload()
