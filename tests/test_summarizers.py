@@ -1,4 +1,5 @@
-"""The summarizer backends: OpenAI over real HTTP, the callable hook, the offline default.
+"""The summarizer backends: OpenAI over real HTTP and the callable hook (the offline
+default has its own file, test_offline_summarizer.py).
 
 The OpenAI backend runs the official client, unpatched, against the loopback server
 of :mod:`tests.openai_server`; what the tests read is what went over the wire.
@@ -29,15 +30,12 @@ from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCa
 from agentmemory.pipeline.summarize import SUMMARIZER_FAILED
 from agentmemory.summarizers import get_summarizer, load_summarizer
 from agentmemory.summarizers.base import SummaryResult, build_prompt
-from agentmemory.summarizers.offline import OfflineSummarizer, called_tools
 from agentmemory.summarizers.openai import OpenAISummarizer
-from agentmemory.tokens import count_tokens
 from agentmemory.transcript import (
     DEFAULT_INSTRUCTION,
     SUMMARY_LABEL_PREFIX,
     TRANSCRIPT_CLOSE,
     TRANSCRIPT_OPEN,
-    render_message,
 )
 from tests import summarizer_functions
 from tests.openai_server import CHAT_PATH, TEST_API_KEY, TEST_MODEL, OpenAIServer
@@ -529,143 +527,3 @@ def test_recall_folds_through_a_callable() -> None:
     call = SummarizerCall.objects.get(thread=thread)
     assert call.outcome == CallOutcome.FOLDED
     assert (call.prompt_tokens, call.completion_tokens) == (None, None)
-
-
-# ---------------------------------------------------------------- offline backend
-
-
-def offline(**options: Any) -> OfflineSummarizer:
-    return OfflineSummarizer(model="offline-extractive-1", options=options)
-
-
-def typical_span() -> list[Message]:
-    span: list[Message] = []
-    for turn in range(1, 6):
-        span += [
-            Message(
-                "user",
-                f"Could you check the status of order {4400 + turn} for me? The customer "
-                "called twice this morning and is getting impatient about the delivery.",
-            ),
-            Message(
-                "assistant",
-                "",
-                tool_calls=[
-                    {"id": f"c{turn}", "name": "lookup_order", "arguments": {"id": 4400 + turn}}
-                ],
-            ),
-            Message("tool", '{"status": "in transit", "carrier": "DHL"}', tool_name="lookup_order"),
-            Message(
-                "assistant",
-                f"Order {4400 + turn} is in transit with DHL and should arrive within two "
-                "working days; I will let you know if the estimate changes.",
-            ),
-        ]
-    span.append(
-        Message(
-            "assistant",
-            "",
-            tool_calls=[{"id": "c9", "name": "notify_customer", "arguments": '{"sms": true}'}],
-        )
-    )
-    return span
-
-
-def test_offline_is_deterministic() -> None:
-    first = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
-    second = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
-    assert first == second
-
-
-def test_offline_is_smaller_than_a_typical_span_and_counts_usage() -> None:
-    span = typical_span()
-    result = offline().summarize(span, instruction=DEFAULT_INSTRUCTION)
-    span_tokens = sum(count_tokens(render_message(message)) for message in span)
-    assert count_tokens(result.text) < span_tokens / 2
-    assert result.completion_tokens == count_tokens(result.text)
-    prompt = build_prompt(span, DEFAULT_INSTRUCTION)
-    assert result.prompt_tokens == sum(count_tokens(m["content"]) for m in prompt)
-
-
-def test_offline_keeps_first_sentences_and_lists_tools_once_in_order() -> None:
-    result = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
-    lines = result.text.splitlines()
-    assert lines[0] == "- the user asked: Could you check the status of order 4401 for me?"
-    assert len([line for line in lines if line.startswith("- the user asked:")]) == 5
-    assert lines[-1] == "- tools called: lookup_order, notify_customer"
-
-
-def test_offline_max_lines_and_max_words() -> None:
-    result = offline(MAX_LINES=2, MAX_WORDS=3).summarize(
-        typical_span(), instruction=DEFAULT_INSTRUCTION
-    )
-    assert result.text.splitlines()[:3] == [
-        "- the user asked: Could you check",
-        "- the user asked: Could you check",
-        "- and 3 earlier requests",
-    ]
-
-
-def test_offline_carries_a_folded_summary_forward() -> None:
-    """A span that contains an earlier summary keeps that summary's requests and tools."""
-    first = offline().summarize(typical_span(), instruction=DEFAULT_INSTRUCTION)
-    earlier = Message("system", f"[summary of earlier turns 1-3: ...]\n{first.text}")
-    later = Message("user", "Now cancel order 9001. It was a mistake.")
-
-    result = offline().summarize([earlier, later], instruction=DEFAULT_INSTRUCTION)
-
-    carried = [line for line in first.text.splitlines() if line.startswith("- the user asked")]
-    lines = result.text.splitlines()
-    assert lines[: len(carried)] == carried
-    assert "- the user asked: Now cancel order 9001." in lines
-    tools_line = next(line for line in first.text.splitlines() if line.startswith("- tools"))
-    assert tools_line in lines
-
-
-def test_offline_with_nothing_to_keep() -> None:
-    result = offline().summarize([Message("assistant", "ok")], instruction=DEFAULT_INSTRUCTION)
-    assert result.text == "- nothing of substance was said"
-
-
-@pytest.mark.parametrize(
-    ("arguments", "expected"),
-    [
-        pytest.param({"x": "a, b(c)"}, ["search"], id="comma-and-paren-in-a-string"),
-        pytest.param('{"q": "say \\"hi), evil(\\" twice"}', ["search"], id="escaped-quotes"),
-        pytest.param({"filter": [{"in": [1, 2]}, "(x"]}, ["search"], id="nested-brackets"),
-        pytest.param("", ["search"], id="no-arguments"),
-        pytest.param("order 42", ["search"], id="plain-text-arguments"),
-    ],
-)
-def test_offline_tool_names_ignore_what_arguments_contain(
-    arguments: Any, expected: list[str]
-) -> None:
-    message = Message(
-        "assistant",
-        "Looking (again).",
-        tool_calls=[{"id": "c1", "name": "search", "arguments": arguments}],
-    )
-    assert called_tools(render_message(message)) == expected
-
-
-def test_offline_reads_every_call_of_one_message() -> None:
-    message = Message(
-        "assistant",
-        "Two at once: f(x), g(y).",
-        tool_calls=[
-            {"id": "c1", "name": "search", "arguments": {"x": "a, b(c)"}},
-            {"id": "c2", "name": "crm.lookup", "arguments": {"who": ["Ann", "Bob)"]}},
-            {"id": "c3", "name": "search", "arguments": {}},
-        ],
-    )
-    assert called_tools(render_message(message)) == ["search", "crm.lookup", "search"]
-    result = offline().summarize(
-        [Message("user", "Find Ann."), message], instruction=DEFAULT_INSTRUCTION
-    )
-    assert result.text.splitlines()[-1] == "- tools called: search, crm.lookup"
-
-
-def test_offline_is_the_default_backend() -> None:
-    summarizer = get_summarizer()
-    assert isinstance(summarizer, OfflineSummarizer)
-    assert summarizer.model == "offline-extractive-1"
