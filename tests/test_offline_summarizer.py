@@ -29,7 +29,7 @@ from agentmemory.window.frame import frame_label
 
 #: The defaults of ``MAX_SHARE`` (of the span's tokens) and ``MAX_TOKENS``.
 SHARE = 0.6
-CAP = 1000
+CAP = 600
 FACTS_LINE = "- facts: "
 MORE_FACTS = re.compile(r"^- and (\d+) more facts$", re.M)
 

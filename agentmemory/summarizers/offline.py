@@ -43,7 +43,7 @@ class OfflineSummarizer(BaseSummarizer):
     Options: ``MAX_WORDS`` (24: words kept of each request), ``MAX_LINES`` (8: requests
     listed at most), ``MAX_SHARE`` (0.6: the summary's size, in tokens, at most this
     share of the span's; the fold adds its label of about 40 tokens, and refuses a
-    summary that is not smaller than the span), ``MAX_TOKENS`` (1000: at most this many
+    summary that is not smaller than the span), ``MAX_TOKENS`` (600: at most this many
     tokens whatever the span, so that a summary folded again and again over a long
     thread still fits a recall budget; None for no cap).
 
@@ -65,7 +65,7 @@ class OfflineSummarizer(BaseSummarizer):
         transcript = prompt[-1]["content"]
         span = read_span(transcript, max_words=int(self.options.get("MAX_WORDS", 24)))
         budget = int(float(self.options.get("MAX_SHARE", 0.6)) * span.tokens)
-        cap = self.options.get("MAX_TOKENS", 1000)
+        cap = self.options.get("MAX_TOKENS", 600)
         if cap is not None:
             budget = min(budget, int(cap))
         text = _fit(span, budget, max_lines=int(self.options.get("MAX_LINES", 8)))
