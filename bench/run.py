@@ -23,7 +23,13 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
   tests/openai_server.py) that answers every request with the same fixed text and counts
   the prompt exactly with o200k_base; recall receipts on, so the savings ledger is filled;
 * the same conversation through peer libraries' summarizing memories (bench/peers/),
-  installed only in ``.venv-peers`` and aimed at the same loopback server.
+  installed only in ``.venv-peers`` and aimed at the same loopback server;
+* economy (bench/economy.py): the same conversation recalled at budgets of 1,000 to
+  128,000 tokens, budget-driven, against the seeds' count-driven mode: summarizer calls
+  and input against their targets, and every context checked for gaps;
+* retention (bench/retention.py): a 2,000-turn thread under a 7-day TTL over 20
+  simulated days, purged hourly: refold cost, and planted canaries searched for in
+  every table after their purge.
 
 Workers run in subprocesses (``run.py _sizes``, ``_folded``, ``_rss``,
 ``_conversation``), so each database gets a fresh Django and each memory figure a
@@ -53,7 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import conversation as conv  # noqa: E402
-from bench import folded  # noqa: E402
+from bench import economy, folded, retention  # noqa: E402
 from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
@@ -86,7 +92,7 @@ BUDGET = 1_000
 RESERVE_TOKENS = 256
 CONTEXT_ROOM = BUDGET - RESERVE_TOKENS
 PEERS = ("langchain", "langmem", "llamaindex")
-PARTS = ("sizes", "folded", "conversation", "peers")
+PARTS = ("sizes", "folded", "conversation", "peers", "economy", "retention")
 PEERS_PYTHON = Path(os.environ.get("BENCH_PEERS_PYTHON", ROOT / ".venv-peers" / "bin" / "python"))
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 RAW = ROOT / "artifacts" / "benchmarks.json"  # every figure of the last run, unrounded
@@ -621,6 +627,10 @@ def main() -> None:
             outcome = run_peer(library, server.base_url)
             outcome["stub"] = server.totals()
             results["peers"][library] = outcome
+    if "economy" in parts:
+        results["economy"] = economy.measure(engines, args.pg_name)
+    if "retention" in parts:
+        results["retention"] = retention.measure()
     results["elapsed_s"] = time.perf_counter() - started
     if set(PARTS) <= set(parts):
         RAW.parent.mkdir(exist_ok=True)
@@ -646,7 +656,8 @@ def render(results: dict[str, Any]) -> str:
         _intro(results), _sizes_section(results), _folded_section(results),
         _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
-        _peers_section(results), _notes(results),
+        _peers_section(results), economy.section(results), retention.section(results),
+        _notes(results),
     ]
     return "\n\n".join(section for section in sections if section) + "\n"
 
