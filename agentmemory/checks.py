@@ -188,7 +188,7 @@ def _check_water_marks(error: Any) -> None:
     elif not _is_number(low) or not 0 < low < (high if _is_number(high) else 1):
         error("FOLD_LOW_WATER", f"must be a fraction of the room above 0 and below "
               f"FOLD_HIGH_WATER, got {low!r}.",
-              "The default is 0.3: a fold leaves about 30% of the room verbatim.", "E004")
+              "The default is 0.2: a fold leaves about 20% of the room verbatim.", "E004")
     if not _is_number(share) or not 0 < share < 1:
         error("SUMMARY_SHARE", f"must be a fraction of the room in (0, 1), got {share!r}.",
               "The default is 0.25: summaries are merged once they hold more.", "E004")

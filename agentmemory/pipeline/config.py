@@ -42,7 +42,7 @@ class RecallConfig:
     header: str
     footer: str
     high_water: float | None = 1.0
-    low_water: float = 0.3
+    low_water: float = 0.2
     summary_share: float = 0.25
     input_limit: int = 16_000
 

@@ -151,11 +151,17 @@ def next_fold(
     )
     if over or counted:
         tail = _tail_start(blocks, room, config, complete=complete, by_tokens=over)
-        chunk = _chunk(blocks[:tail], config)
+        chunk = _chunk(blocks[:tail], config, complete=complete)
         if chunk is not None:
             return chunk
     if over or _summaries_over(entries, room, config):
-        return _merge(blocks, room, config)
+        # A merge reads at most half the room, so (being smaller than what it reads) the
+        # summary it writes fits beside the newest turns; only a context that is over
+        # the room with nothing else to fold merges more, up to the input limit.
+        merge = _merge(blocks, min(config.input_limit, room // 2))
+        if merge is None and over:
+            merge = _merge(blocks, config.input_limit)
+        return merge
     return None
 
 
@@ -181,21 +187,27 @@ def _tail_start(
     return start
 
 
-def _chunk(blocks: list[Block], config: RecallConfig) -> FoldPlan | None:
-    """The oldest run of message blocks worth a call, cut at ``input_limit`` tokens."""
-    run: list[Block] = []
-    for block in [*blocks, None]:
-        if block is not None and not block.is_summary:
-            run.append(block)
-            continue
+def _chunk(blocks: list[Block], config: RecallConfig, *, complete: bool) -> FoldPlan | None:
+    """A run of message blocks worth a call, from its oldest block, cut at ``input_limit``.
+
+    A backfill's slice folds its oldest run first (forward). Otherwise the newest run
+    goes first: an older run is what an expired or unfolded summary left verbatim, and
+    while it fits it is better left to expire than paid for again.
+    """
+    runs: list[list[Block]] = [[]]
+    for block in blocks:
+        if block.is_summary:
+            runs.append([])
+        else:
+            runs[-1].append(block)
+    for run in runs if not complete else reversed(runs):
         span = _bounded(run, config.input_limit)
         if sum(len(b.entries) for b in span) >= config.effective_min_fold:
             return _plan([e for b in span for e in b.entries])
-        run = []
     return None
 
 
-def _merge(blocks: list[Block], room: int, config: RecallConfig) -> FoldPlan | None:
+def _merge(blocks: list[Block], limit: int) -> FoldPlan | None:
     """Adjacent summaries of the lowest level that has two side by side, so merges build
     a balanced tree: a summary of level n stands for about 2^(n-1) chunks or more."""
     summaries = [(i, b.entries[0]) for i, b in enumerate(blocks) if b.is_summary]
@@ -210,9 +222,7 @@ def _merge(blocks: list[Block], room: int, config: RecallConfig) -> FoldPlan | N
             if fits:
                 run.append(blocks[index])
                 continue
-            # A merge reads at most half the room, so (being smaller than what it reads)
-            # the summary it writes always fits beside the newest turns.
-            span = _bounded(run, min(config.input_limit, room // 2))
+            span = _bounded(run, limit)
             if len(span) >= 2:
                 return _plan([b.entries[0] for b in span])
             run = []
