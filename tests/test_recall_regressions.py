@@ -23,6 +23,7 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.budget import NEWEST_TURN_TOO_LARGE
 from agentmemory.pipeline.config import InvalidRecallOption
+from agentmemory.pipeline.plan import MAX_SUMMARY_LEVEL
 from tests.helpers import callable_settings, turn_messages
 
 pytestmark = pytest.mark.django_db
@@ -209,3 +210,35 @@ def test_parallel_inline_recalls_of_a_due_thread_pay_for_one_summary(on_postgres
         assert calls.count() == calls.filter(outcome="folded").count()
         contexts = {tuple(m.id for m in r.messages) for r in results}  # type: ignore[union-attr]
         assert len(contexts) == 1, "every recall waited for the one fold and saw its summary"
+
+
+def fixed_summary(messages: list[dict[str, str]]) -> str:
+    """About a hundred tokens whatever the span, like a model asked to be brief."""
+    return (
+        "The user is chasing late parcel orders and refunds. The agent looked each order "
+        "up, reported carrier, status and delivery dates, confirmed the refunds approved "
+        "and their amounts, and promised to follow up on the parcels still in transit. "
+        "Open: the newest orders named and any refund still pending."
+    )
+
+
+def test_a_small_room_never_nests_summaries_deeper_than_the_cap() -> None:
+    # At 1,000 tokens the room holds one summary: every fold is merged with the last one.
+    settings = callable_settings("summarize_briefly")
+    settings["SUMMARIZER"]["OPTIONS"]["FUNCTION"] = "tests.test_recall_regressions.fixed_summary"
+    with override_settings(AGENTMEMORY=settings):
+        thread = Thread.objects.create()
+        results = converse(thread, range(1, 101), 1000)
+    levels = SummaryCoverage.objects.filter(summary__thread=thread)
+    assert levels.filter(level__gt=1).exists()
+    assert max(levels.values_list("level", flat=True)) <= MAX_SUMMARY_LEVEL
+    assert all(result.omitted == 0 for result in results)
+    # The last context still stands for every earlier message, through at most the cap.
+    last = results[-1]
+    earlier = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE, turn__lt=100)
+    stood_for = {m.id for m in last.messages} | {
+        e.pk
+        for summary in MemoryEntry.objects.filter(pk__in=last.summaries_used)
+        for e in services.expand(summary, recursive=True)
+    }
+    assert set(earlier.values_list("pk", flat=True)) <= stood_for

@@ -16,11 +16,18 @@ tokens: a long history (a backfill) is folded forward in bounded spans.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from agentmemory.models import MemoryEntry, Role
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.summarize import FoldPlan
+
+#: How deep summaries nest. A merge over a summary at this level takes over what that
+#: summary covers instead of covering it, so expanding any summary is at most this many
+#: reads, however long the thread (a small room can hold only one summary, and would
+#: otherwise nest one level deeper with every fold).
+MAX_SUMMARY_LEVEL = 4
 
 
 def entry_cost(entry: MemoryEntry) -> int:
@@ -224,7 +231,9 @@ def _merge(blocks: list[Block], limit: int) -> FoldPlan | None:
                 continue
             span = _bounded(run, limit)
             if len(span) >= 2:
-                return _plan([b.entries[0] for b in span])
+                merged = [b.entries[0] for b in span]
+                capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
+                return dataclasses.replace(_plan(merged), absorbed=capped)
             run = []
     return None
 
