@@ -147,7 +147,13 @@ def _summaries_over(entries: list[MemoryEntry], room: int, config: RecallConfig)
 def next_fold(
     entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
 ) -> FoldPlan | None:
-    """The next span to fold, oldest first, or None when no fold is due or possible."""
+    """The next span to fold, or None when no fold is due or possible.
+
+    In order: the newest run of messages (a backfill's slice: its oldest run); then a
+    merge of summaries; then an older run of messages. An older run is what an expired
+    or unfolded summary left verbatim: while the room holds it, it is left to expire
+    rather than paid for again, and merging is tried first.
+    """
     if not fold_pressure(entries, room, config, complete=complete):
         return None
     blocks = blocks_of(entries).blocks
@@ -156,19 +162,25 @@ def next_fold(
     counted = (
         config.trigger_min_entries is not None and len(entries) >= config.trigger_min_entries
     )
+    runs: list[list[Block]] = []
     if over or counted:
         tail = _tail_start(blocks, room, config, complete=complete, by_tokens=over)
-        chunk = _chunk(blocks[:tail], config, complete=complete)
+        runs = _message_runs(blocks[:tail])
+        if complete:
+            runs.reverse()
+            if tail and blocks[tail - 1].is_summary:
+                runs.insert(0, [])  # no run of the newest turns to fold: older runs wait
+        chunk = _chunk(runs[:1], config)
         if chunk is not None:
             return chunk
     if over or _summaries_over(entries, room, config):
         # A merge reads at most half the room, so (being smaller than what it reads) the
-        # summary it writes fits beside the newest turns; only a context that is over
-        # the room with nothing else to fold merges more, up to the input limit.
+        # summary it writes fits beside the newest turns.
         merge = _merge(blocks, min(config.input_limit, room // 2))
-        if merge is None and over:
-            merge = _merge(blocks, config.input_limit)
-        return merge
+        if merge is not None:
+            return merge
+    if over:
+        return _chunk(runs[1:], config) or _merge(blocks, config.input_limit)
     return None
 
 
@@ -194,20 +206,20 @@ def _tail_start(
     return start
 
 
-def _chunk(blocks: list[Block], config: RecallConfig, *, complete: bool) -> FoldPlan | None:
-    """A run of message blocks worth a call, from its oldest block, cut at ``input_limit``.
-
-    A backfill's slice folds its oldest run first (forward). Otherwise the newest run
-    goes first: an older run is what an expired or unfolded summary left verbatim, and
-    while it fits it is better left to expire than paid for again.
-    """
+def _message_runs(blocks: list[Block]) -> list[list[Block]]:
+    """The runs of message blocks between summaries, oldest first."""
     runs: list[list[Block]] = [[]]
     for block in blocks:
         if block.is_summary:
             runs.append([])
         else:
             runs[-1].append(block)
-    for run in runs if not complete else reversed(runs):
+    return [run for run in runs if run]
+
+
+def _chunk(runs: list[list[Block]], config: RecallConfig) -> FoldPlan | None:
+    """The first run worth a call, from its oldest block, cut at ``input_limit`` tokens."""
+    for run in runs:
         span = _bounded(run, config.input_limit)
         if sum(len(b.entries) for b in span) >= config.effective_min_fold:
             return _plan([e for b in span for e in b.entries])
