@@ -614,9 +614,11 @@ class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard):
 
 @admin.register(FoldLatch)
 class FoldLatchAdmin(ReadOnlyAdmin):
-    list_display = ("id", "thread", "purpose", "reason", "entry_count", "model", "created_at")
+    list_display = (
+        "id", "thread", "purpose", "reason", "entry_count", "span_tokens", "model", "created_at"
+    )
     list_filter = ("purpose", "reason", "model")
-    search_fields = ("span_key", "model", "thread__client_key")
+    search_fields = ("span_key", "start_key", "model", "thread__client_key")
     list_select_related = ("thread",)
 
 

@@ -187,17 +187,22 @@ def test_a_summary_that_drops_the_amount_is_declined_out_loud_and_latched(settin
 
 
 @pytest.mark.django_db
-def test_a_grown_span_is_a_new_key_and_is_asked_again(settings: Any) -> None:
+def test_a_grown_span_backs_off_until_it_has_doubled(settings: Any) -> None:
     settings.AGENTMEMORY = trust_settings("drops_amount", FACT_GATE=GATE_DECLINE)
-    thread, _ = refund_thread()
+    thread, entries = refund_thread()
     services.recall(thread, BIG, **SMALL_FOLD)
     services.append(thread, {"role": "user", "content": "One more thing before you go."})
 
-    grown = services.recall(thread, BIG, **SMALL_FOLD)
+    with capture(signals.fold_declined) as declined:
+        grown = services.recall(thread, BIG, **SMALL_FOLD)
 
-    assert len(trust_summarizers.CALLS) == 2
+    assert len(trust_summarizers.CALLS) == 1  # a new key, but the same start
     assert grown.decline == "lost-facts"
-    assert FoldLatch.objects.filter(thread=thread, reason="lost-facts").count() == 2
+    assert [(d["reason"], d["latched"]) for d in declined] == [("lost-facts", True)]
+    latch = FoldLatch.objects.get(thread=thread)
+    assert (latch.start_key, latch.span_tokens) == (
+        str(entries[0].pk), sum(entry.token_count for entry in entries[:6])
+    )
 
 
 @pytest.mark.django_db
@@ -240,7 +245,7 @@ def test_with_action_append_the_missing_facts_are_listed_after_the_model_text(
 
 
 @pytest.mark.django_db
-def test_without_a_threshold_the_score_is_measured_and_nothing_is_gated(settings: Any) -> None:
+def test_without_a_threshold_nothing_is_measured_or_gated(settings: Any) -> None:
     settings.AGENTMEMORY = trust_settings("drops_amount")  # FACT_GATE defaults: THRESHOLD None
 
     result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
@@ -249,8 +254,8 @@ def test_without_a_threshold_the_score_is_measured_and_nothing_is_gated(settings
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
     label, model_text = summary.content.split("\n")
     assert label.startswith(SUMMARY_LABEL_PREFIX) and model_text == DROPS_AMOUNT
-    assert summary.coverage.fact_score == 0.5
-    assert summary.coverage.missing_facts == [AMOUNT]
+    assert summary.coverage.fact_score is None
+    assert summary.coverage.missing_facts == []
     assert not FoldLatch.objects.exists()
 
 
@@ -341,12 +346,12 @@ def test_window_compaction_with_action_append_lists_the_missing_amount(settings:
 
 
 @pytest.mark.django_db
-def test_window_compaction_without_a_threshold_measures_only(settings: Any) -> None:
+def test_window_compaction_without_a_threshold_measures_nothing(settings: Any) -> None:
     settings.AGENTMEMORY = window_settings("drops_amount")
     result = compact(make_thread(), refund_window())
     assert result.span is not None
     assert result.span.content.split("\n")[1:] == [DROPS_AMOUNT]
-    assert result.span.fact_score == 0.5 and result.span.missing_facts == [AMOUNT]
+    assert result.span.fact_score is None and result.span.missing_facts == []
 
 
 @pytest.mark.django_db

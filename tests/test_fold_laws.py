@@ -528,6 +528,8 @@ def test_a_summary_not_smaller_than_its_span_is_refused_and_latched(calls: list)
         assert latch.reason == "not-smaller"
         assert latch.entry_count == 14  # keeping 5 cuts turn 8: turns 1-7 are the span
         assert latch.model == "test-model"
+        assert latch.start_key == str(entries[0].pk)
+        assert latch.span_tokens == sum(entry.token_count for entry in entries[:14])
         assert summaries_of(thread) == []
         assert first.decline == "not-smaller"
         assert [m.id for m in first.messages] == [e.pk for e in entries]
@@ -545,16 +547,17 @@ def test_a_summary_not_smaller_than_its_span_is_refused_and_latched(calls: list)
         assert [(d["reason"], d["latched"]) for d in declined_again] == [("not-smaller", True)]
         assert SummarizerCall.objects.filter(thread=thread).count() == 1
 
-        # One more entry moves the seam: turn 8 is foldable now, a new span and key.
+        # One more entry moves the seam: turn 8 joins the span, a new key. The span starts
+        # where the refused one did, so it backs off until it has twice the tokens.
         services.append(thread, {"role": "user", "content": helpers.user_text(11)}, now=NOW)
-        third = services.recall(thread, BIG, now=NOW, **load_all)
+        with capture(signals.fold_declined) as declined_grown:
+            third = services.recall(thread, BIG, now=NOW, **load_all)
 
-    assert len(calls) == 2
+    assert len(calls) == 1
     assert third.decline == "not-smaller"
-    latches = FoldLatch.objects.filter(thread=thread).order_by("entry_count")
-    assert [latch.entry_count for latch in latches] == [14, 16]
-    assert len({latch.span_key for latch in latches}) == 2
-    assert SummarizerCall.objects.filter(thread=thread).count() == 2
+    assert [(d["reason"], d["latched"]) for d in declined_grown] == [("not-smaller", True)]
+    assert FoldLatch.objects.filter(thread=thread).count() == 1
+    assert SummarizerCall.objects.filter(thread=thread).count() == 1
     assert summaries_of(thread) == []
 
 

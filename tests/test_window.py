@@ -639,19 +639,27 @@ def test_a_summary_that_is_not_smaller_is_latched(thread: Thread):
         again = compact(thread, messages)
         assert len(window_seams.CALLS) == 1  # the same span is never asked again
         grown = compact(thread, agent_window(7))
-        assert len(window_seams.CALLS) == 2  # a different span is a new question
+        assert len(window_seams.CALLS) == 1  # nor a longer one from the same start...
+        doubled = compact(thread, agent_window(11))
+        assert len(window_seams.CALLS) == 2  # ...until it holds twice the tokens
 
-    for result, window in ((first, messages), (again, messages), (grown, agent_window(7))):
+    windows = (messages, messages, agent_window(7), agent_window(11))
+    for result, window in zip((first, again, grown, doubled), windows, strict=True):
         assert result.refusal == NOT_SMALLER and result.span is None
         assert result.window == window
     assert not FoldedSpan.objects.exists()
     latches = list(FoldLatch.objects.filter(thread=thread).order_by("id"))
     assert len(latches) == 2
     assert latches[0].purpose == "window-fold" and latches[0].reason == NOT_SMALLER
-    assert latches[0].model == MODEL and latches[0].entry_count > 0
+    assert latches[0].model == MODEL and latches[0].entry_count == 19
+    dropped = messages[2:21]  # the head (system, request) and the newest 5 stay
+    first_dropped = [WindowMessage.of(dropped[0])]
+    assert latches[0].start_key == latches[1].start_key == span_fingerprint(first_dropped)
+    assert latches[0].span_tokens == window_tokens(dropped)
+    assert latches[1].span_tokens >= 2 * latches[0].span_tokens
     assert [c.outcome for c in ledger(thread)] == [CallOutcome.REFUSED_NOT_SMALLER] * 2
     assert [(d["reason"], d["latched"]) for d in declined] == [
-        (NOT_SMALLER, False), (NOT_SMALLER, True), (NOT_SMALLER, False)
+        (NOT_SMALLER, False), (NOT_SMALLER, True), (NOT_SMALLER, True), (NOT_SMALLER, False)
     ]
 
 

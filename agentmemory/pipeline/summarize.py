@@ -9,7 +9,6 @@ two concurrent folds of one span leave one summary.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -17,12 +16,19 @@ from datetime import datetime
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentmemory import __version__, ledger
+from agentmemory import __version__
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
-from agentmemory.facts import FactCheck, check_facts, missing_facts_note
+from agentmemory.folding import (
+    Declined,
+    DeclineReason,
+    Draft,
+    Span,
+    Tally,
+    attempt_fold,
+    decline,
+    report_failure,
+)
 from agentmemory.models import (
-    CallOutcome,
     EntryKind,
     FoldLatch,
     FoldPurpose,
@@ -34,19 +40,12 @@ from agentmemory.models import (
     summary_key,
 )
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.quarantine import injection_flags, message_flags, strip_invisible
 from agentmemory.signing import sign_summary
-from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
-from agentmemory.tokens import count_tokens
-from agentmemory.transcript import render_tool_call, summary_label
+from agentmemory.summarizers.base import BaseSummarizer
+from agentmemory.transcript import MessageLike, summary_label
 
-NOT_WORTH_A_CALL = "not-worth-a-call"
-SUMMARIZER_FAILED = "summarizer-failed"
-NOT_SMALLER = "not-smaller"
-ALREADY_FOLDED = "already-folded"
-LOST_FACTS = "lost-facts"
-QUOTA_EXCEEDED = "quota-exceeded"
-HELD_FOR_REVIEW = "held-for-review"
+#: Kept for imports written before `DeclineReason`.
+SUMMARIZER_FAILED = DeclineReason.SUMMARIZER_FAILED
 
 
 @dataclass(frozen=True)
@@ -59,6 +58,9 @@ class FoldPlan:
     kept: list[MemoryEntry]
     from_turn: int
     to_turn: int
+    #: Summaries of the span at MAX_SUMMARY_LEVEL: the new summary takes over what they
+    #: cover and retires them, so nesting never grows past that level.
+    absorbed: tuple[int, ...] = ()
 
     @property
     def key(self) -> str:
@@ -79,8 +81,11 @@ class FoldPlan:
 
     @property
     def level(self) -> int:
-        """1 over messages only; one above the highest summary it folds (nesting depth)."""
-        return 1 + max((e.coverage.level for e in self.span if e.is_summary), default=0)
+        """1 over messages only; one above the highest summary it covers (nesting depth)."""
+        return 1 + max(
+            (e.coverage.level - (e.pk in self.absorbed) for e in self.span if e.is_summary),
+            default=0,
+        )
 
 
 @dataclass(frozen=True)
@@ -89,8 +94,6 @@ class FoldOutcome:
 
     summary: MemoryEntry | None
     decline: str | None = None
-    latched: bool = False
-    called: bool = False
     plan: FoldPlan | None = None
 
     @property
@@ -100,7 +103,7 @@ class FoldOutcome:
 
 def span_key_of(ids: Iterable[int]) -> str:
     """The latch key: the span's exact entry ids, in thread order. A grown span is a
-    new key."""
+    new key (it still backs off by its start: `FoldPlan.start_key`)."""
     return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
 
 
@@ -207,7 +210,7 @@ def fold_span(
     raise_transient: bool = False,
     replacing: MemoryEntry | None = None,
 ) -> FoldOutcome:
-    """At most one summarizer call for ``plan``, its ledger row, its signal, and write-back.
+    """At most one summarizer call for ``plan`` (through the fold engine), and write-back.
 
     With ``raise_transient`` (the background task), a transient failure is recorded
     and re-raised so the task can retry; in a recall it is a decline like any other.
@@ -215,150 +218,69 @@ def fold_span(
     summary it replaces is retired in the same transaction that writes the new one:
     until then it stays live, so a refused or failed call leaves it in place.
     """
-    purpose = FoldPurpose.RECALL_FOLD
-    span_key = plan.span_key
-    latch = FoldLatch.objects.filter(thread=thread, purpose=purpose, span_key=span_key)
-    for reason in latch.values_list("reason", flat=True):
-        if replacing is None:
-            return _decline(thread, summarizer, reason, latched=True)
     # No ordering: the default one would steer SQLite off the versions index.
     same_key = MemoryEntry.objects.filter(thread=thread, summary_key=plan.key).order_by()
     if replacing is not None:
         same_key = same_key.exclude(pk=replacing.pk)
-    versions = list(same_key.values_list("retired_at", flat=True))
-    if None in versions:
+    versions: list[datetime | None] = []
+
+    def not_folded_yet() -> str | None:
+        versions.extend(same_key.values_list("retired_at", flat=True))
         # A live summary holds this key: the write-back could only hit the unique
         # constraint, so a call now would be paid for nothing.
-        return _decline(thread, summarizer, ALREADY_FOLDED)
-    if ledger.quota_exceeded(thread):
-        return _decline(thread, summarizer, QUOTA_EXCEEDED)
+        return DeclineReason.ALREADY_FOLDED if None in versions else None
 
-    started = time.monotonic()
-    try:
-        result = summarizer.summarize(plan.span, instruction=config.instruction)
-        if not isinstance(result, SummaryResult) or not result.text.strip():
-            raise AgentMemoryError(f"{summarizer.backend} returned no summary text.")
-    except Exception as exc:  # law 4(b): a broken summarizer never fails a turn
-        _record_call(
-            thread, summarizer, plan, started, CallOutcome.FAILED, error=exc, attempt=attempt
-        )
-        if raise_transient and isinstance(exc, TransientSummarizerError):
-            raise
-        return report_summarizer_failure(thread, summarizer, exc)
-
-    text = strip_invisible(result.text)
-    label = summary_label(
-        from_turn=plan.from_turn,
-        to_turn=plan.to_turn,
-        entry_count=len(plan.span),
-        model=summarizer.model,
+    draft = attempt_fold(
+        thread, _span_of(plan, config), summarizer, attempt=attempt,
+        raise_transient=raise_transient, ignore_latches=replacing is not None,
+        precondition=not_folded_yet,
     )
-    content = f"{label}\n{text}"
-    facts = check_facts(map(fact_text, plan.span), text)
-    threshold, action = fact_gate()
-    if threshold is not None and facts.score < threshold:
-        if action == "decline":
-            return _refuse(
-                thread, summarizer, plan, started, result, attempt,
-                CallOutcome.REFUSED_LOST_FACTS, LOST_FACTS,
-            )
-        content = f"{content}\n{missing_facts_note(facts.missing)}"
-    tokens = count_tokens(content)
-    if tokens >= plan.span_tokens:
-        return _refuse(
-            thread, summarizer, plan, started, result, attempt,
-            CallOutcome.REFUSED_NOT_SMALLER, NOT_SMALLER,
-        )
-
-    flags = sorted(
-        {flag for entry in plan.span for flag in message_flags(entry)}
-        | {f"output:{flag}" for flag in injection_flags(result.text)}
-    )
-    draft = _Draft(
-        content=content, tokens=tokens, result=result, facts=facts, flags=flags,
-        version=len(versions) + 1 + (replacing is not None),
-        prompt_hash=prompt_hash(config.instruction),
-    )
-    summary = _write_back(
-        thread, plan, config, summarizer, draft, started, attempt, replacing=replacing
-    )
+    if isinstance(draft, Declined):
+        return FoldOutcome(summary=None, decline=draft.reason)
+    version = len(versions) + 1 + (replacing is not None)
+    summary = _write_back(plan, config, draft, version, replacing=replacing)
     if summary is None:
         # Another worker folded this span first; its summary is the one that counts.
-        return _decline(thread, summarizer, ALREADY_FOLDED, result, called=True)
-    ledger.send_completed(
-        thread, summarizer, purpose=purpose, result=result, entry_count=len(plan.span),
-        summary=summary,
-    )
+        return FoldOutcome(summary=None, decline=draft.decline(DeclineReason.ALREADY_FOLDED).reason)
+    draft.send_completed(summary)
     if summary.held_at is not None:
         # Held for review: stored and listed for staff, but recall stays verbatim.
-        return FoldOutcome(summary=None, decline=HELD_FOR_REVIEW, called=True)
-    return FoldOutcome(summary=summary, called=True, plan=plan)
+        return FoldOutcome(summary=None, decline=DeclineReason.HELD_FOR_REVIEW)
+    return FoldOutcome(summary=summary, plan=plan)
 
 
-def fact_text(entry: MemoryEntry) -> str:
-    """What the fact gate reads of an entry: a message's words and tool arguments, or a
-    nested summary's text without its label (the label's numbers are ours, not facts)."""
-    if entry.is_summary:
-        return entry.content.partition("\n")[2]
-    arguments = " ".join(render_tool_call(call) for call in entry.tool_calls or [])
-    return f"{entry.content} {arguments}"
+def _span_of(plan: FoldPlan, config: RecallConfig) -> Span:
+    def label(model: str) -> str:
+        return summary_label(
+            from_turn=plan.from_turn, to_turn=plan.to_turn, entry_count=len(plan.span),
+            model=model,
+        )
 
-
-def fact_gate() -> tuple[float | None, str]:
-    gate = memory_settings.FACT_GATE or {}
-    threshold = gate.get("THRESHOLD")
-    return (float(threshold) if threshold is not None else None), gate.get("ACTION", "decline")
-
-
-def prompt_hash(instruction: str) -> str:
-    return hashlib.sha256(instruction.encode()).hexdigest()
-
-
-def _refuse(
-    thread: Thread,
-    summarizer: BaseSummarizer,
-    plan: FoldPlan,
-    started: float,
-    result: SummaryResult,
-    attempt: int,
-    outcome: str,
-    reason: str,
-) -> FoldOutcome:
-    """A paid call whose summary is dropped; the span is latched, never asked again."""
-    _record_call(thread, summarizer, plan, started, outcome, result, attempt=attempt)
-    FoldLatch.objects.get_or_create(
-        thread=thread,
+    return Span(
         purpose=FoldPurpose.RECALL_FOLD,
-        span_key=plan.span_key,
-        defaults={"reason": reason, "entry_count": len(plan.span), "model": summarizer.model},
+        items=plan.span,
+        key=plan.span_key,
+        start_key=plan.start_key,
+        tokens=Tally([plan.span_tokens]),
+        instruction=config.instruction,
+        label=label,
+        is_summary=_is_summary,
     )
-    return _decline(thread, summarizer, reason, result, called=True)
 
 
-@dataclass(frozen=True)
-class _Draft:
-    """A summary that passed every check, ready to be written."""
-
-    content: str
-    tokens: int
-    result: SummaryResult
-    facts: FactCheck
-    flags: list[str]
-    version: int
-    prompt_hash: str
+def _is_summary(entry: MessageLike) -> bool:
+    return isinstance(entry, MemoryEntry) and entry.is_summary
 
 
 def _write_back(
-    thread: Thread,
     plan: FoldPlan,
     config: RecallConfig,
-    summarizer: BaseSummarizer,
-    draft: _Draft,
-    started: float,
-    attempt: int,
+    draft: Draft,
+    version: int,
     *,
     replacing: MemoryEntry | None = None,
 ) -> MemoryEntry | None:
+    thread, summarizer, result = draft.thread, draft.summarizer, draft.result
     ids = [entry.pk for entry in plan.span]
     newest = plan.span[-1]
     # Law 7: a summary goes when the first thing it stands for goes (nested summaries
@@ -367,7 +289,6 @@ def _write_back(
         (entry.expires_at for entry in plan.span if entry.expires_at is not None), default=None
     )
     held = bool(draft.flags) and memory_settings.HOLD_FLAGGED
-    result = draft.result
     try:
         with transaction.atomic():
             Thread.objects.select_for_update().filter(pk=thread.pk).first()
@@ -392,14 +313,18 @@ def _write_back(
                 summary_key=plan.key,
                 held_at=timezone.now() if held else None,
             )
+            sources = ids
             if not held:
+                direct = [pk for pk in ids if pk not in plan.absorbed]
                 claimed = MemoryEntry.objects.filter(
-                    pk__in=ids, covered_by__isnull=True
+                    pk__in=direct, covered_by__isnull=True
                 ).update(covered_by=summary)
-                if claimed != len(ids):
+                if claimed != len(direct):
                     raise _SpanChanged
+                if plan.absorbed:
+                    sources = [*direct, *_absorb(plan.absorbed, summary)]
             SummarySource.objects.bulk_create(
-                SummarySource(summary=summary, entry_id=pk) for pk in ids
+                SummarySource(summary=summary, entry_id=pk) for pk in sources
             )
             coverage = SummaryCoverage(
                 summary=summary,
@@ -415,91 +340,53 @@ def _write_back(
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 level=plan.level,
-                version=draft.version,
+                version=version,
                 prompt_hash=draft.prompt_hash,
                 temperature=summarizer.temperature,
                 seed=summarizer.seed,
                 library_version=__version__,
-                fact_score=draft.facts.score,
-                missing_facts=[fact.text for fact in draft.facts.missing],
+                fact_score=draft.fact_score,
+                missing_facts=draft.missing_facts,
                 injection_flags=draft.flags,
             )
             coverage.signature = sign_summary(summary, coverage)
             coverage.save(force_insert=True)
             summary.coverage = coverage
-            _record_call(
-                thread, summarizer, plan, started, CallOutcome.FOLDED, result,
-                summary=summary, attempt=attempt,
-            )
+            draft.record_folded(summary)
     except (IntegrityError, _SpanChanged) as exc:
-        _record_call(
-            thread, summarizer, plan, started, CallOutcome.DECLINED, result,
-            error=exc, attempt=attempt,
-        )
+        draft.record_lost(exc)
         return None
     return summary
+
+
+def _absorb(absorbed: tuple[int, ...], summary: MemoryEntry) -> list[int]:
+    """Hand what the absorbed summaries cover to ``summary`` and retire them; returns the
+    ids handed over. The summary's text was written from theirs, so it stands for the
+    same originals."""
+    children = list(
+        MemoryEntry.objects.filter(covered_by__in=absorbed).values_list("pk", flat=True)
+    )
+    MemoryEntry.objects.filter(pk__in=children).update(covered_by=summary)
+    retired = MemoryEntry.objects.filter(
+        pk__in=absorbed, retired_at__isnull=True, covered_by__isnull=True
+    ).update(retired_at=timezone.now(), covered_by=None)
+    if retired != len(absorbed):
+        raise _SpanChanged
+    return children
 
 
 class _SpanChanged(Exception):
     """Some entry of the span was covered or erased while the summarizer ran."""
 
 
-def _record_call(
-    thread: Thread,
-    summarizer: BaseSummarizer,
-    plan: FoldPlan,
-    started: float,
-    outcome: str,
-    result: SummaryResult | None = None,
-    *,
-    error: BaseException | None = None,
-    summary: MemoryEntry | None = None,
-    attempt: int = 1,
-) -> None:
-    ledger.record_call(
-        thread,
-        summarizer,
-        purpose=FoldPurpose.RECALL_FOLD,
-        span_key=plan.span_key,
-        entry_count=len(plan.span),
-        started=started,
-        outcome=outcome,
-        result=result,
-        error=error,
-        summary=summary,
-        attempt=attempt,
-    )
-
-
-def _decline(
-    thread: Thread,
-    summarizer: BaseSummarizer,
-    reason: str,
-    result: SummaryResult | None = None,
-    *,
-    latched: bool = False,
-    called: bool = False,
-    error: str = "",
-) -> FoldOutcome:
-    ledger.send_declined(
-        thread,
-        summarizer,
-        purpose=FoldPurpose.RECALL_FOLD,
-        reason=reason,
-        result=result,
-        latched=latched,
-        error=error,
-    )
-    return FoldOutcome(summary=None, decline=reason, latched=latched, called=called)
-
-
 def report_summarizer_failure(
     thread: Thread, summarizer: BaseSummarizer, exc: BaseException
 ) -> FoldOutcome:
     """Law 4(b): one warning per process and strategy, and the decline signal."""
-    ledger.warn_once(FoldPurpose.RECALL_FOLD, summarizer, exc)
-    return _decline(thread, summarizer, SUMMARIZER_FAILED, called=True, error=type(exc).__name__)
+    declined = report_failure(thread, summarizer, FoldPurpose.RECALL_FOLD, exc)
+    return FoldOutcome(summary=None, decline=declined.reason)
 
 
 def decline_not_worth_a_call(thread: Thread, summarizer: BaseSummarizer) -> FoldOutcome:
-    return _decline(thread, summarizer, NOT_WORTH_A_CALL)
+    declined = decline(thread, summarizer, FoldPurpose.RECALL_FOLD, DeclineReason.NOT_WORTH_A_CALL)
+    return FoldOutcome(summary=None, decline=declined.reason)

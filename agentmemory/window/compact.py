@@ -8,7 +8,6 @@ dropped messages reads the journal instead of calling again (law 12).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,33 +15,28 @@ from typing import Any
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentmemory import __version__, ledger, signals
+from agentmemory import __version__, signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError
-from agentmemory.facts import FactCheck, check_facts, missing_facts_note
+from agentmemory.folding import Declined, DeclineReason, Draft, Span, Tally, attempt_fold, decline
 from agentmemory.messages import clean_message
-from agentmemory.models import CallOutcome, FoldedSpan, FoldLatch, FoldPurpose, RetainPolicy, Thread
-from agentmemory.pipeline.summarize import fact_gate, prompt_hash
-from agentmemory.quarantine import injection_flags, message_flags, strip_invisible
+from agentmemory.models import FoldedSpan, FoldPurpose, RetainPolicy, Thread
 from agentmemory.signing import sign_span, span_is_intact
-from agentmemory.summarizers import BaseSummarizer, get_summarizer
+from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import render_message, render_tool_call
+from agentmemory.transcript import render_message
 from agentmemory.window.frame import (
     frame_label,
     looks_like_frame,
     span_fingerprint,
     summary_fingerprint,
-    summary_message_content,
 )
 from agentmemory.window.seams import Selection, WindowMessage, WindowSeam, get_window
 
-NOT_WORTH_A_CALL = "not-worth-a-call"
-SUMMARIZER_FAILED = "summarizer-failed"
-NOT_SMALLER = "not-smaller"
-LOST_FACTS = "lost-facts"
-QUOTA_EXCEEDED = "quota-exceeded"
-TAMPERED = "tampered"
+#: Kept for imports written before `DeclineReason`.
+NOT_WORTH_A_CALL = DeclineReason.NOT_WORTH_A_CALL
+SUMMARIZER_FAILED = DeclineReason.SUMMARIZER_FAILED
+NOT_SMALLER = DeclineReason.NOT_SMALLER
 PURPOSE = FoldPurpose.WINDOW_FOLD
 
 logger = logging.getLogger("agentmemory")
@@ -85,7 +79,8 @@ def compact(
 
     Returns the new window (pinned head with the current request, then the summary
     message, then the kept messages) and the recorded span; or the window unchanged
-    with ``refusal`` set to ``not-worth-a-call``, ``summarizer-failed`` or
+    with ``refusal`` set to a `DeclineReason`: ``not-worth-a-call``, ``tampered``, a
+    latched span's reason, ``quota-exceeded``, ``summarizer-failed``, ``lost-facts`` or
     ``not-smaller``.
     """
     originals = [WindowMessage.of(clean_message(m, i)) for i, m in enumerate(messages)]
@@ -106,7 +101,7 @@ def compact(
 
     if len(selection.drop) < max(memory_settings.WINDOW_MIN_FOLD, 1):
         if selection.drop:
-            ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=NOT_WORTH_A_CALL)
+            decline(thread, summarizer, PURPOSE, NOT_WORTH_A_CALL)
         return Compaction(window=unchanged, span=None, refusal=NOT_WORTH_A_CALL)
 
     key = span_fingerprint(selection.drop)
@@ -117,87 +112,32 @@ def compact(
         # An edited journal entry is never replayed into a model's window.
         if recorded.tampered_at is None:
             report_tampered_span(recorded)
-        return Compaction(window=unchanged, span=None, refusal=TAMPERED)
-    latch = FoldLatch.objects.filter(thread=thread, purpose=PURPOSE, span_key=key)
-    for reason in latch.values_list("reason", flat=True):
-        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=reason, latched=True)
-        return Compaction(window=unchanged, span=None, refusal=reason)
-    if ledger.quota_exceeded(thread):
-        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=QUOTA_EXCEEDED)
-        return Compaction(window=unchanged, span=None, refusal=QUOTA_EXCEEDED)
-
-    def record(outcome: str, **extra: Any) -> None:
-        ledger.record_call(
-            thread, summarizer, purpose=PURPOSE, span_key=key,
-            entry_count=len(selection.drop), started=started, outcome=outcome, **extra,
-        )
-
-    started = time.monotonic()
-    try:
-        result = summarizer.summarize(selection.drop, instruction=_instruction())
-        if not result.text.strip():
-            raise ValueError(f"{summarizer.backend} returned no summary text.")
-    except Exception as exc:  # one attempt; a broken summarizer never fails the run
-        record(CallOutcome.FAILED, error=exc)
-        ledger.warn_once(PURPOSE, summarizer, exc)
-        ledger.send_declined(
-            thread, summarizer, purpose=PURPOSE, reason=SUMMARIZER_FAILED, error=type(exc).__name__
-        )
-        return Compaction(window=unchanged, span=None, refusal=SUMMARIZER_FAILED)
-
-    def refuse(outcome: str, reason: str) -> Compaction:
-        record(outcome, result=result)
-        FoldLatch.objects.get_or_create(
-            thread=thread, purpose=PURPOSE, span_key=key,
-            defaults={"reason": reason, "entry_count": len(selection.drop),
-                      "model": summarizer.model},
-        )
-        ledger.send_declined(thread, summarizer, purpose=PURPOSE, reason=reason, result=result)
-        return Compaction(window=unchanged, span=None, refusal=reason)
-
-    text = strip_invisible(result.text)
-    label = frame_label(
-        message_count=len(selection.drop), iteration=iteration, model=summarizer.model,
-        retain=retain,
+        return Compaction(window=unchanged, span=None, refusal=DeclineReason.TAMPERED)
+    fold = Span(
+        purpose=PURPOSE,
+        items=selection.drop,
+        key=key,
+        # Where the span starts: a refused span backs off the longer spans starting there.
+        start_key=span_fingerprint(selection.drop[:1]),
+        tokens=Tally(count_tokens(render_message(message)) for message in selection.drop),
+        instruction=_instruction(),
+        label=lambda model: frame_label(
+            message_count=len(selection.drop), iteration=iteration, model=model, retain=retain
+        ),
+        is_summary=lambda message: looks_like_frame(message.content),
+        cost=lambda content: count_tokens(f"user: {content}"),
     )
-    content = summary_message_content(label, text)
-    facts = check_facts((_fact_text(message) for message in selection.drop), text)
-    threshold, action = fact_gate()
-    if threshold is not None and facts.score < threshold:
-        if action == "decline":
-            return refuse(CallOutcome.REFUSED_LOST_FACTS, LOST_FACTS)
-        content = f"{content}\n{missing_facts_note(facts.missing)}"
-    if not _more_tokens_than(selection.drop, count_tokens(f"user: {content}")):
-        return refuse(CallOutcome.REFUSED_NOT_SMALLER, NOT_SMALLER)
-
-    flags = sorted(
-        {flag for message in selection.drop for flag in message_flags(message)}
-        | {f"output:{flag}" for flag in injection_flags(result.text)}
-    )
-    span = _journal(
-        thread, selection, key, content, iteration, retain, summarizer, result,
-        facts=facts, flags=flags,
-    )
+    draft = attempt_fold(thread, fold, summarizer)
+    if isinstance(draft, Declined):
+        return Compaction(window=unchanged, span=None, refusal=draft.reason)
+    span = _journal(thread, selection, iteration, retain, draft)
     if span is None:  # a concurrent run journaled the same span first: use its record
-        record(CallOutcome.DECLINED, result=result, error=IntegrityError("span recorded"))
+        draft.record_lost(IntegrityError("span recorded"))
         span = FoldedSpan.objects.get(thread=thread, span_fingerprint=key)
         return Compaction(window=_new_window(selection, span), span=span, reused=True)
-    record(CallOutcome.FOLDED, result=result)
-    ledger.send_completed(
-        thread, summarizer, purpose=PURPOSE, result=result, entry_count=len(selection.drop),
-        summary=span,
-    )
+    draft.record_folded()
+    draft.send_completed(span)
     return Compaction(window=_new_window(selection, span), span=span)
-
-
-def _more_tokens_than(messages: Sequence[WindowMessage], limit: int) -> bool:
-    """Whether ``messages`` hold more than ``limit`` tokens; counting stops once they do."""
-    total = 0
-    for message in messages:
-        total += count_tokens(render_message(message))
-        if total > limit:
-            return True
-    return False
 
 
 def _instruction() -> str:
@@ -206,28 +146,8 @@ def _instruction() -> str:
     return str(memory_settings.SUMMARY_INSTRUCTION or DEFAULT_INSTRUCTION)
 
 
-def _fact_text(message: WindowMessage) -> str:
-    """What the fact gate reads of a message. A swallowed summary message counts without
-    its frame: the frame's numbers and model name are ours, not facts of the conversation."""
-    content = message.content
-    if looks_like_frame(content):
-        content = content.partition("\n")[2]
-    arguments = " ".join(render_tool_call(call) for call in message.tool_calls)
-    return f"{content} {arguments}"
-
-
 def _journal(
-    thread: Thread,
-    selection: Selection,
-    key: str,
-    content: str,
-    iteration: int,
-    retain: str,
-    summarizer: BaseSummarizer,
-    result: Any,
-    *,
-    facts: FactCheck,
-    flags: list[str],
+    thread: Thread, selection: Selection, iteration: int, retain: str, draft: Draft
 ) -> FoldedSpan | None:
     from agentmemory.services import thread_ttl
 
@@ -238,23 +158,24 @@ def _journal(
         for message in selection.drop
         if looks_like_frame(message.content)
     }
+    summarizer, result = draft.summarizer, draft.result
     try:
         with transaction.atomic():
             span = FoldedSpan(
                 thread=thread,
-                fingerprint=summary_fingerprint(content),
-                span_fingerprint=key,
-                content=content,
+                fingerprint=summary_fingerprint(draft.content),
+                span_fingerprint=draft.span.key,
+                content=draft.content,
                 message_count=len(selection.drop),
                 iteration=iteration,
                 model=summarizer.model,
-                prompt_hash=prompt_hash(_instruction()),
+                prompt_hash=draft.prompt_hash,
                 temperature=summarizer.temperature,
                 seed=summarizer.seed,
                 library_version=__version__,
-                fact_score=facts.score,
-                missing_facts=[fact.text for fact in facts.missing],
-                injection_flags=flags,
+                fact_score=draft.fact_score,
+                missing_facts=draft.missing_facts,
+                injection_flags=draft.flags,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,
                 retain=retain,

@@ -1,0 +1,28 @@
+"""The one fold attempt, for recall folds, background folds, regenerate and compaction.
+
+`attempt_fold` makes the call and its checks; `latched` says whether a span would be
+declined as latched; `DeclineReason` lists every reason a fold is not made.
+"""
+
+from agentmemory.folding.attempt import (
+    Declined,
+    Draft,
+    attempt_fold,
+    decline,
+    report_failure,
+)
+from agentmemory.folding.latches import latched
+from agentmemory.folding.reasons import DeclineReason
+from agentmemory.folding.span import Span, Tally
+
+__all__ = [
+    "DeclineReason",
+    "Declined",
+    "Draft",
+    "Span",
+    "Tally",
+    "attempt_fold",
+    "decline",
+    "latched",
+    "report_failure",
+]

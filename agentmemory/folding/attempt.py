@@ -1,0 +1,222 @@
+"""The fold attempt: every summarizer call agentmemory makes goes through `attempt_fold`.
+
+A recall fold, a background fold, a regenerated summary and a live-window compaction
+ask the same question and judge the answer the same way: latched? quota left? then one
+call (never retried here), its ledger row when it fails or is refused, invisible
+characters stripped, the authored label, the fact gate, smaller than the span?, the
+injection flags. What passes comes back as a `Draft` for the caller to store; the
+caller then writes the ledger row and sends the signal through the draft, so every
+kind of fold is recorded and announced alike.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from agentmemory import ledger
+from agentmemory.conf import memory_settings
+from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
+from agentmemory.facts import check_facts, missing_facts_note
+from agentmemory.folding.latches import latch_reason, latch_refusal
+from agentmemory.folding.reasons import DeclineReason
+from agentmemory.folding.span import Span
+from agentmemory.models import CallOutcome, MemoryEntry, Thread
+from agentmemory.quarantine import injection_flags, message_flags, strip_invisible
+from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
+
+
+@dataclass(frozen=True)
+class Declined:
+    """No fold: the reason was sent with ``fold_declined``."""
+
+    reason: str
+
+
+@dataclass(frozen=True)
+class Call:
+    """One summarizer call: what its ledger rows and its signals name."""
+
+    thread: Thread
+    summarizer: BaseSummarizer
+    span: Span
+    started: float
+    attempt: int
+
+    def record(
+        self,
+        outcome: str,
+        result: SummaryResult | None = None,
+        *,
+        error: BaseException | None = None,
+        summary: MemoryEntry | None = None,
+    ) -> None:
+        ledger.record_call(
+            self.thread,
+            self.summarizer,
+            purpose=self.span.purpose,
+            span_key=self.span.key,
+            entry_count=len(self.span.items),
+            started=self.started,
+            outcome=outcome,
+            result=result,
+            error=error,
+            summary=summary,
+            attempt=self.attempt,
+        )
+
+
+@dataclass(frozen=True)
+class Draft(Call):
+    """A summary that passed every check. ``content``: the label, the model's text, and
+    the missing facts when the gate appends them. ``fact_score`` is None (and
+    ``missing_facts`` empty) when no gate is set: nothing was measured."""
+
+    result: SummaryResult
+    content: str
+    tokens: int
+    fact_score: float | None
+    missing_facts: list[str]
+    flags: list[str]
+
+    @property
+    def prompt_hash(self) -> str:
+        return prompt_hash(self.span.instruction)
+
+    def record_folded(self, summary: MemoryEntry | None = None) -> None:
+        """The ledger row of the stored fold: write it in the storing transaction."""
+        self.record(CallOutcome.FOLDED, self.result, summary=summary)
+
+    def record_lost(self, error: BaseException) -> None:
+        """Another fold stored this span first: the call is charged, the draft dropped."""
+        self.record(CallOutcome.DECLINED, self.result, error=error)
+
+    def send_completed(self, summary: object) -> None:
+        ledger.send_completed(
+            self.thread,
+            self.summarizer,
+            purpose=self.span.purpose,
+            result=self.result,
+            entry_count=len(self.span.items),
+            summary=summary,
+        )
+
+    def decline(self, reason: str) -> Declined:
+        return decline(self.thread, self.summarizer, self.span.purpose, reason, self.result)
+
+
+def attempt_fold(
+    thread: Thread,
+    span: Span,
+    summarizer: BaseSummarizer,
+    *,
+    attempt: int = 1,
+    raise_transient: bool = False,
+    ignore_latches: bool = False,
+    precondition: Callable[[], str | None] | None = None,
+) -> Draft | Declined:
+    """At most one summarizer call for ``span``; a `Draft` to store, or a decline.
+
+    ``precondition`` is the caller's own check, made after the latch (which answers a
+    latched span in one query) and before the quota: a reason declines without a call.
+    With ``raise_transient`` (the background task), a transient failure is recorded and
+    re-raised so the task can retry. ``ignore_latches``: the span is asked again on
+    purpose (regenerating a summary).
+    """
+    purpose = span.purpose
+    if not ignore_latches:
+        reason = latch_reason(
+            thread, purpose, span_key=span.key, start_key=span.start_key, tokens=span.tokens
+        )
+        if reason is not None:
+            return decline(thread, summarizer, purpose, reason, latched=True)
+    if precondition is not None and (reason := precondition()) is not None:
+        return decline(thread, summarizer, purpose, reason)
+    if ledger.quota_exceeded(thread):
+        return decline(thread, summarizer, purpose, DeclineReason.QUOTA_EXCEEDED)
+
+    call = Call(thread, summarizer, span, time.monotonic(), attempt)
+    try:
+        result = summarizer.summarize(span.items, instruction=span.instruction)
+        if not isinstance(result, SummaryResult) or not result.text.strip():
+            raise AgentMemoryError(f"{summarizer.backend} returned no summary text.")
+    except Exception as exc:  # law 4(b): a broken summarizer never fails a turn or a run
+        call.record(CallOutcome.FAILED, error=exc)
+        if raise_transient and isinstance(exc, TransientSummarizerError):
+            raise
+        return report_failure(thread, summarizer, purpose, exc)
+
+    text = strip_invisible(result.text)
+    content = f"{span.label(summarizer.model)}\n{text}"
+    fact_score: float | None = None
+    missing: list[str] = []
+    threshold, action = fact_gate()
+    if threshold is not None:
+        facts = check_facts(span.fact_texts(), text)
+        fact_score, missing = facts.score, [fact.text for fact in facts.missing]
+        if facts.score < threshold:
+            if action == "decline":
+                return _refuse(call, result, CallOutcome.REFUSED_LOST_FACTS,
+                               DeclineReason.LOST_FACTS)
+            content = f"{content}\n{missing_facts_note(facts.missing)}"
+    tokens = span.cost(content)
+    if not span.tokens.exceeds(tokens):
+        return _refuse(call, result, CallOutcome.REFUSED_NOT_SMALLER, DeclineReason.NOT_SMALLER)
+
+    flags = sorted(
+        {flag for item in span.items for flag in message_flags(item)}
+        | {f"output:{flag}" for flag in injection_flags(result.text)}
+    )
+    return Draft(
+        thread=thread, summarizer=summarizer, span=span, started=call.started, attempt=attempt,
+        result=result, content=content, tokens=tokens, fact_score=fact_score,
+        missing_facts=missing, flags=flags,
+    )
+
+
+def _refuse(call: Call, result: SummaryResult, outcome: str, reason: str) -> Declined:
+    """A paid call whose summary is dropped; the span is latched."""
+    call.record(outcome, result)
+    latch_refusal(call.thread, call.span, reason, call.summarizer.model)
+    return decline(call.thread, call.summarizer, call.span.purpose, reason, result)
+
+
+def decline(
+    thread: Thread,
+    summarizer: BaseSummarizer,
+    purpose: str,
+    reason: str,
+    result: SummaryResult | None = None,
+    *,
+    latched: bool = False,
+    error: str = "",
+) -> Declined:
+    """Say out loud that a fold was not made: the ``fold_declined`` signal."""
+    ledger.send_declined(
+        thread, summarizer, purpose=purpose, reason=reason, result=result, latched=latched,
+        error=error,
+    )
+    return Declined(reason)
+
+
+def report_failure(
+    thread: Thread, summarizer: BaseSummarizer, purpose: str, exc: BaseException
+) -> Declined:
+    """Law 4(b): one warning per process and strategy, and the decline signal."""
+    ledger.warn_once(purpose, summarizer, exc)
+    return decline(
+        thread, summarizer, purpose, DeclineReason.SUMMARIZER_FAILED, error=type(exc).__name__
+    )
+
+
+def fact_gate() -> tuple[float | None, str]:
+    """``FACT_GATE``: the threshold (None: no gate, nothing measured) and the action."""
+    gate = memory_settings.FACT_GATE or {}
+    threshold = gate.get("THRESHOLD")
+    return (float(threshold) if threshold is not None else None), gate.get("ACTION", "decline")
+
+
+def prompt_hash(instruction: str) -> str:
+    return hashlib.sha256(instruction.encode()).hexdigest()
