@@ -696,7 +696,7 @@ def test_a_domain_replaces_the_instruction_but_not_the_delimiters_or_label(calls
 # ---------------------------------------------------------------- law 7
 
 
-def test_a_summary_expires_with_the_newest_entry_it_covers() -> None:
+def test_a_summary_expires_with_the_earliest_entry_it_covers() -> None:
     thread = make_thread(ttl=timedelta(days=1))
     for number in range(1, 6):
         add_turns(thread, 1, start=number, now=NOW + timedelta(minutes=number))
@@ -705,11 +705,18 @@ def test_a_summary_expires_with_the_newest_entry_it_covers() -> None:
 
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
     covered = MemoryEntry.objects.filter(covered_by=summary)
-    assert summary.expires_at == max(covered.values_list("expires_at", flat=True))
-    assert summary.expires_at == NOW + timedelta(minutes=3) + timedelta(days=1)
+    assert summary.expires_at == min(covered.values_list("expires_at", flat=True))
+    assert summary.expires_at == NOW + timedelta(minutes=1) + timedelta(days=1)
     assert summary.created_at == NOW + timedelta(minutes=3)
-    kept = MemoryEntry.objects.filter(thread=thread, covered_by__isnull=True, kind="message")
-    assert all(entry.expires_at > summary.expires_at for entry in kept)
+    # Once it expires, what it covered and still lives is recalled verbatim again.
+    covered_ids = set(covered.values_list("pk", flat=True))
+    later = services.recall(thread, BIG, now=summary.expires_at, **NO_FOLD)
+    alive = set(
+        MemoryEntry.objects.filter(pk__in=covered_ids, expires_at__gt=summary.expires_at)
+        .values_list("pk", flat=True)
+    )
+    assert alive and alive <= {message.id for message in later.messages}
+    assert summary.pk not in later.summaries_used
 
 
 def test_a_summary_of_entries_that_never_expire_never_expires() -> None:
