@@ -455,16 +455,16 @@ def findings(run: dict[str, Any], leaked: dict[str, Any], unseen: list[str]) -> 
         found.append("No call re-sent an original: expiry never made recall fold the same "
                      "history twice.")
     chunks = [r for r in run["retired"] if r.get("level") == 1 and r["surviving"]]
-    if refolds and chunks:
+    if chunks:
         survivors = [r["surviving_tokens"] for r in chunks]
         found.append(
-            "What dominates it: a summary expires with the earliest original it stands for, "
-            "and the oldest summary always stands for the oldest live originals, so once "
-            "the TTL comes round it expires again at nearly every turn. Retired, it leaves "
-            f"its surviving originals verbatim (a median of {median(survivors):,.0f} tokens, "
-            f"up to {max(survivors):,}, over {len(chunks):,} chunk summaries retired), and "
-            "the next fold sends them again, into a summary that expires with the "
-            "next-oldest of them, one turn later.")
+            f"{len(chunks):,} chunk summaries expired with the earliest original they stood "
+            f"for and left their surviving originals verbatim (a median of "
+            f"{median(survivors):,.0f} tokens, up to {max(survivors):,}); "
+            f"{len(refolds):,} of them were folded again"
+            + (" (the context could not hold them beside the newest turns)" if refolds
+               else "")
+            + ", the rest were left to expire.")
     merges = run["by_kind"].get("merge")
     above = sum(1 for r in run["retired"] if (r.get("level") or 0) > 1)
     if merges and merges["spent"] > run["refold_spent_tokens"]:
