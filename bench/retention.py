@@ -461,10 +461,9 @@ def findings(run: dict[str, Any], leaked: dict[str, Any], unseen: list[str]) -> 
             f"{len(chunks):,} chunk summaries expired with the earliest original they stood "
             f"for and left their surviving originals verbatim (a median of "
             f"{median(survivors):,.0f} tokens, up to {max(survivors):,}); "
-            f"{len(refolds):,} of them were folded again"
-            + (" (the context could not hold them beside the newest turns)" if refolds
-               else "")
-            + ", the rest were left to expire.")
+            + (f"{len(refolds):,} calls sent some of them again, when the context could "
+               "not hold them beside the newest turns; the rest were left to expire."
+               if refolds else "none was sent again: each was left to expire."))
     merges = run["by_kind"].get("merge")
     above = sum(1 for r in run["retired"] if (r.get("level") or 0) > 1)
     if merges and merges["spent"] > run["refold_spent_tokens"]:
