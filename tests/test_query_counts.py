@@ -70,7 +70,9 @@ def test_a_recall_that_does_not_fold_costs_the_same_on_50_and_5000_entries() -> 
             )
         )
         assert isinstance(result, services.RecallResult)
-        assert result.folded_summary_id is None and len(result.messages) == 20
+        # The load edge may cut a tool call from its result: that result is left out, counted.
+        assert result.folded_summary_id is None
+        assert len(result.messages) + result.omitted == 20
         counts.append(count)
 
     assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
@@ -88,7 +90,8 @@ def test_a_recall_answered_by_a_latch_costs_the_same_on_50_and_5000_entries() ->
                 lambda thread=thread: services.recall(thread, BIG, now=NOW)
             )
             assert isinstance(result, services.RecallResult)
-            assert result.decline == "not-smaller" and len(result.messages) == 20
+            assert result.decline == "not-smaller"
+            assert len(result.messages) + result.omitted == 20
             counts.append(count)
 
     assert len(helpers.CALLS) == 2  # one per thread: the latch answered the second recalls
