@@ -135,7 +135,7 @@ def test_written_tier_is_thread_tier_else_setting(settings) -> None:
 
 
 @pytest.mark.django_db
-def test_summary_expires_with_newest_entry_it_covers() -> None:
+def test_summary_expires_with_the_earliest_entry_it_covers() -> None:
     thread = Thread.objects.create(ttl=HOUR)
     conversation(thread, 4)  # turns at T0, +10, +20, +30 minutes
     outcome = services.fold(thread, now=T0 + timedelta(minutes=30), **KNOBS)
@@ -146,12 +146,12 @@ def test_summary_expires_with_newest_entry_it_covers() -> None:
     newest = T0 + timedelta(minutes=20)
     summary.refresh_from_db()
     assert summary.created_at == newest
-    assert summary.expires_at == newest + HOUR
-    assert summary.expires_at == max(entry.expires_at for entry in covered)
+    assert summary.expires_at == T0 + HOUR
+    assert summary.expires_at == min(entry.expires_at for entry in covered)
 
 
 @pytest.mark.django_db
-def test_nested_summary_expires_with_newest_entry_below_it() -> None:
+def test_nested_summary_expires_with_the_earliest_entry_below_it() -> None:
     thread = Thread.objects.create(ttl=HOUR)
     conversation(thread, 3)
     inner = services.fold(thread, now=T0 + timedelta(minutes=20), **KNOBS).summary
@@ -164,9 +164,9 @@ def test_nested_summary_expires_with_newest_entry_below_it() -> None:
     assert inner.covered_by_id == outer.pk
     outer.refresh_from_db()
     below = services.expand(outer, recursive=True)
-    assert outer.expires_at == max(entry.expires_at for entry in below)
-    assert outer.expires_at == T0 + timedelta(minutes=30) + HOUR
-    assert inner.expires_at == T0 + timedelta(minutes=10) + HOUR
+    assert outer.expires_at == min(entry.expires_at for entry in below)
+    assert outer.expires_at == T0 + HOUR
+    assert inner.expires_at == T0 + HOUR
 
 
 @pytest.mark.django_db
@@ -180,9 +180,9 @@ def test_summary_never_expires_when_ttl_is_none() -> None:
 
 
 @pytest.mark.django_db
-def test_summary_over_a_never_expiring_original_never_expires() -> None:
-    """A span mixing expiring and never-expiring originals: the summary may not
-    outlive any of them, and it may not die before the immortal one either."""
+def test_summary_over_a_never_expiring_original_expires_with_those_that_do() -> None:
+    """A span mixing expiring and never-expiring originals: the summary may outlive none
+    of them, so it expires with the earliest that expires."""
     thread = Thread.objects.create()
     turn(thread, 1, T0)
     Thread.objects.filter(pk=thread.pk).update(ttl=HOUR)
@@ -192,7 +192,7 @@ def test_summary_over_a_never_expiring_original_never_expires() -> None:
     summary = services.fold(thread, now=T0 + timedelta(minutes=30), **KNOBS).summary
     assert summary is not None
     summary.refresh_from_db()
-    assert summary.expires_at is None
+    assert summary.expires_at == T0 + timedelta(minutes=10) + HOUR
 
 
 # ---------------------------------------------------------------- recall hides expired rows
@@ -217,24 +217,25 @@ def test_expired_rows_are_invisible_to_recall_before_any_purge() -> None:
 
 
 @pytest.mark.django_db
-def test_recall_shows_summary_while_it_lives_then_nothing_it_covered() -> None:
+def test_recall_shows_summary_while_it_lives_then_what_still_lives_verbatim() -> None:
     thread = Thread.objects.create(ttl=HOUR)
     conversation(thread, 4)
     summary = services.fold(thread, now=T0 + timedelta(minutes=30), **KNOBS).summary
     assert summary is not None
-    # Turn 1 has expired, but the summary standing for turns 1-3 lives until +80 minutes.
-    result = services.recall(thread, 100_000, now=T0 + timedelta(minutes=70))
+    # The summary of turns 1-3 lives until turn 1 expires, at +60 minutes.
+    result = services.recall(thread, 100_000, now=T0 + timedelta(minutes=50))
     assert [m.kind for m in result.messages] == ["summary", "message", "message"]
     assert result.summaries_used == [summary.pk]
-    result = services.recall(thread, 100_000, now=T0 + timedelta(minutes=80))
-    assert [(m.kind, m.turn) for m in result.messages] == [("message", 4), ("message", 4)]
+    result = services.recall(thread, 100_000, now=T0 + timedelta(minutes=65))
+    assert [m.turn for m in result.messages] == [2, 2, 3, 3, 4, 4]
+    assert result.summaries_used == [] and result.omitted == 0
 
 
 # ---------------------------------------------------------------- purge
 
 
 @pytest.mark.django_db
-def test_purge_keeps_expired_originals_while_their_summary_lives() -> None:
+def test_purge_takes_a_summary_with_its_earliest_original_and_frees_the_rest() -> None:
     thread = Thread.objects.create(ttl=HOUR)
     keep = Thread.objects.create()  # no TTL: never purged
     conversation(keep, 2)
@@ -243,22 +244,23 @@ def test_purge_keeps_expired_originals_while_their_summary_lives() -> None:
     assert summary is not None
     originals = {e.pk: e.content for e in MemoryEntry.objects.filter(covered_by=summary)}
 
-    # Turns 1 and 2 have expired; the summary (until +80 minutes) still stands for them.
-    at = T0 + timedelta(minutes=75)
+    # Nothing has expired yet: the summary still stands for turns 1-3.
+    at = T0 + timedelta(minutes=59)
     result = services.purge_expired(now=at)
     assert (result.entries, result.spans) == (0, 0)
     survivors = MemoryEntry.objects.filter(covered_by=summary)
     assert {e.pk: e.content for e in survivors} == originals
     assert_consistent(at)
 
-    at = T0 + timedelta(minutes=80)
+    # Turn 1 expires, and the summary with it; turns 2 and 3 are uncovered, not deleted.
+    at = T0 + HOUR
     result = services.purge_expired(now=at)
-    assert result.entries == 1 + len(originals)
-    assert not MemoryEntry.objects.filter(pk__in=[summary.pk, *originals]).exists()
+    assert result.entries == 1 + 2
+    assert not MemoryEntry.objects.filter(pk=summary.pk).exists()
     assert not SummaryCoverage.objects.filter(summary_id=summary.pk).exists()
     assert list(
         MemoryEntry.objects.filter(thread=thread).values_list("turn", "covered_by")
-    ) == [(4, None), (4, None)]
+    ) == [(2, None), (2, None), (3, None), (3, None), (4, None), (4, None)]
     assert MemoryEntry.objects.filter(thread=keep).count() == 4
     assert_consistent(at)
 
@@ -399,7 +401,8 @@ def test_purge_never_deletes_live_rows() -> None:
         MemoryEntry.objects.filter(Q(expires_at__gt=T0 + HOUR)).values_list("pk", flat=True)
     )
     assert live
-    assert services.purge_expired(now=T0 + HOUR).entries == 0  # turn 1 is still covered
+    # Turn 1 and the summary that stood for it; nothing that still lives.
+    assert services.purge_expired(now=T0 + HOUR).entries == 3
     assert live <= set(MemoryEntry.objects.values_list("pk", flat=True))
 
 
