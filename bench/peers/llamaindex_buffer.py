@@ -12,7 +12,7 @@ from llama_index.core.base.llms.types import ChatMessage, MessageRole
 from llama_index.core.memory import ChatSummaryMemoryBuffer
 from llama_index.llms.openai import OpenAI
 
-from bench import conversation as conv
+from bench.peers import counting
 
 COMPONENT = "`llama_index.core.memory.ChatSummaryMemoryBuffer`"
 PACKAGES = ("llama-index-core", "llama-index-llms-openai")
@@ -47,9 +47,8 @@ class Memory:
     def __init__(self, *, base_url: str, budget: int) -> None:
         llm = OpenAI(model="gpt-4o-mini", api_base=base_url, api_key=STUB_KEY,
                      temperature=0, max_retries=0, timeout=10)
-        encoding = conv._encoding()
         self.buffer = ChatSummaryMemoryBuffer.from_defaults(
-            llm=llm, token_limit=budget, tokenizer_fn=encoding.encode_ordinary,
+            llm=llm, token_limit=budget, tokenizer_fn=counting.encode,
         )
         self.settings = f"token_limit={budget}"
         self.added = 0

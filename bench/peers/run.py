@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import conversation as conv  # noqa: E402
+from bench.peers import counting  # noqa: E402
 
 ADAPTERS = {
     "langchain": "bench.peers.langchain_middleware",
@@ -54,7 +55,7 @@ def run(library: str, base_url: str, budget: int) -> dict[str, Any]:
                                  "context_messages": len(context)})
         if conv.orphan_tool_messages(context):
             orphan_turns += 1
-        context_tokens.append(sum(conv.message_tokens(message) for message in context))
+        context_tokens.append(sum(counting.message_tokens(message) for message in context))
         for reply in turn.replies:
             memory.add(reply)
     elapsed = time.perf_counter() - began
