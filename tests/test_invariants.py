@@ -72,9 +72,9 @@ def summary_snapshot(entry: MemoryEntry) -> tuple[Any, ...]:
     return (*snapshot(entry), entry.summary_key, entry.token_count)
 
 
-def newest(values: list[datetime | None]) -> datetime | None:
-    """A summary's expiry: the newest of what it covers; None if any never expires."""
-    return None if None in values else max(v for v in values if v is not None)
+def earliest(values: list[datetime | None]) -> datetime | None:
+    """A summary's expiry: the earliest of what it stands for; None if none expires."""
+    return min((v for v in values if v is not None), default=None)
 
 
 class MemoryMachine(RuleBasedStateMachine):
@@ -301,7 +301,7 @@ class MemoryMachine(RuleBasedStateMachine):
             else:
                 assert not covered[entry.pk]
             kids = [rows[pk] for pk in stands_for]
-            assert entry.expires_at == newest([k.expires_at for k in kids])
+            assert entry.expires_at == earliest([k.expires_at for k in kids])
             assert entry.created_at == max(k.created_at for k in kids)
             assert entry.position == max(k.position for k in kids)
             first = [coverage[k.pk].from_turn if k.kind == "summary" else k.turn for k in kids]
@@ -312,29 +312,34 @@ class MemoryMachine(RuleBasedStateMachine):
 
     @invariant()
     def live_rows_are_reachable(self) -> None:
-        """A live row is visible, or its chain of summaries leads to a live visible one;
-        an expired summary never hides a live row."""
+        """A live row is visible, or its chain of summaries leads to a live visible one.
+        A summary expires with the earliest thing it stands for; until the next load
+        retires it, it may hide live rows, which that load shows verbatim."""
         rows = self.rows()
         for entry in rows.values():
-            if not self.unexpired(entry):
-                continue
             seen, current = set(), entry
             while current.covered_by_id is not None:
                 assert current.pk not in seen, "coverage has a cycle"
                 seen.add(current.pk)
                 current = rows[current.covered_by_id]
-                assert self.unexpired(current), (
-                    f"live row {entry.pk} hidden by expired summary {current.pk}"
-                )
-        visible = set(
-            MemoryEntry.objects.filter(thread=self.thread).visible(self.now).values_list(
-                "pk", flat=True
+                if self.unexpired(current):
+                    assert self.unexpired(entry), f"live summary {current.pk} over expired row"
+        with transaction.atomic():
+            services.retire_expired(self.thread, self.now)  # what every load does first
+            visible = set(
+                MemoryEntry.objects.filter(thread=self.thread)
+                .visible(self.now)
+                .values_list("pk", flat=True)
             )
-        )
+            transaction.set_rollback(True)
         expected = {
             pk
             for pk, e in rows.items()
-            if e.covered_by_id is None and self.covers(e) and self.unexpired(e)
+            if self.covers(e) and self.unexpired(e) and (
+                e.covered_by_id is None
+                or not self.unexpired(rows[e.covered_by_id])
+                or rows[e.covered_by_id].retired_at is not None
+            )
         }
         assert visible == expected
 
