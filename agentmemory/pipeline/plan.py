@@ -16,7 +16,6 @@ tokens: a long history (a backfill) is folded forward in bounded spans.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from agentmemory.models import MemoryEntry, Role
@@ -222,7 +221,7 @@ def _chunk(runs: list[list[Block]], config: RecallConfig) -> FoldPlan | None:
     for run in runs:
         span = _bounded(run, config.input_limit)
         if sum(len(b.entries) for b in span) >= config.effective_min_fold:
-            return _plan([e for b in span for e in b.entries])
+            return FoldPlan.over([e for b in span for e in b.entries])
     return None
 
 
@@ -245,7 +244,7 @@ def _merge(blocks: list[Block], limit: int) -> FoldPlan | None:
             if len(span) >= 2:
                 merged = [b.entries[0] for b in span]
                 capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
-                return dataclasses.replace(_plan(merged), absorbed=capped)
+                return FoldPlan.over(merged, absorbed=capped)
             run = []
     return None
 
@@ -260,17 +259,3 @@ def _bounded(run: list[Block], limit: int) -> list[Block]:
         taken.append(block)
         used += block.tokens
     return taken
-
-
-def _plan(span: list[MemoryEntry]) -> FoldPlan:
-    return FoldPlan(
-        before=[],
-        span=span,
-        kept=[],
-        from_turn=min(_first_turn(entry) for entry in span),
-        to_turn=max(entry.turn for entry in span),
-    )
-
-
-def _first_turn(entry: MemoryEntry) -> int:
-    return entry.coverage.from_turn if entry.is_summary else entry.turn

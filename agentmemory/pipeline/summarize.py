@@ -62,6 +62,18 @@ class FoldPlan:
     #: cover and retires them, so nesting never grows past that level.
     absorbed: tuple[int, ...] = ()
 
+    @classmethod
+    def over(cls, span: list[MemoryEntry], absorbed: tuple[int, ...] = ()) -> FoldPlan:
+        """A plan that folds exactly ``span``."""
+        return cls(
+            before=[],
+            span=span,
+            kept=[],
+            from_turn=min(_first_turn(entry) for entry in span),
+            to_turn=max(entry.turn for entry in span),
+            absorbed=absorbed,
+        )
+
     @property
     def key(self) -> str:
         return summary_key(self.from_turn, self.to_turn)
@@ -161,13 +173,7 @@ def plan_span(span: list[MemoryEntry], config: RecallConfig) -> FoldPlan | None:
     """A plan over an exact span (regenerating a summary), checked like any other."""
     if len(span) < config.min_fold_entries:
         return None
-    return FoldPlan(
-        before=[],
-        span=span,
-        kept=[],
-        from_turn=min(_first_turn(entry) for entry in span),
-        to_turn=max(entry.turn for entry in span),
-    )
+    return FoldPlan.over(span)
 
 
 def _first_whole_turn(loaded: list[MemoryEntry], cut: int) -> int:
