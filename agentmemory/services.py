@@ -244,8 +244,11 @@ def recall(
         if outcome.summary is not None and outcome.plan is not None:
             # The span is a contiguous stretch of what was loaded; the summary takes its place.
             entries = [*outcome.plan.before, outcome.summary, *outcome.plan.kept]
-    elif config.mode == "inline" and fold_pressure(
-        entries, room, config, complete=loaded.complete
+    elif (
+        config.mode == "inline"
+        # Nothing will be injected below the minimum: no fold is paid for it either.
+        and budget_tokens - config.reserve_tokens >= config.minimum_tokens
+        and fold_pressure(entries, room, config, complete=loaded.complete)
     ):
         # Until settled, however long the history: a second recall with nothing appended
         # must find nothing left to fold (the contract's idempotence).

@@ -242,3 +242,11 @@ def test_a_small_room_never_nests_summaries_deeper_than_the_cap() -> None:
         for e in services.expand(summary, recursive=True)
     }
     assert set(earlier.values_list("pk", flat=True)) <= stood_for
+
+
+def test_a_budget_below_the_minimum_pays_for_no_fold() -> None:
+    thread = Thread.objects.create()
+    services.append(thread, [m for n in range(1, 61) for m in turn_messages(n)])
+    result = services.recall(thread, 300)  # 300 - 256 reserve < 100 minimum
+    assert result.budget_decline == "below-minimum-tokens" and result.messages == []
+    assert not SummarizerCall.objects.filter(thread=thread).exists()
