@@ -18,15 +18,15 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from agentmemory import ledger, signals
+from agentmemory import signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, NotASummaryError
+from agentmemory.folding import DeclineReason, decline, latched
 from agentmemory.ledger import quota_exceeded
 from agentmemory.messages import clean_message
 from agentmemory.models import (
     EntryKind,
     FoldedSpan,
-    FoldLatch,
     FoldPurpose,
     MemoryEntry,
     RecallReceipt,
@@ -211,7 +211,7 @@ class RecallResult:
 
 
 #: An inline recall found another fold of the thread running and waited it out in vain.
-FOLD_IN_PROGRESS = "fold-in-progress"
+FOLD_IN_PROGRESS = DeclineReason.FOLD_IN_PROGRESS
 
 
 def recall(
@@ -351,9 +351,7 @@ def _under_lease(thread: Thread, fold: Callable[[], list[FoldOutcome]]) -> list[
     deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
     while not take_fold_lease(thread.pk, owner, summarizer):
         if time.monotonic() >= deadline:
-            ledger.send_declined(
-                thread, summarizer, purpose=FoldPurpose.RECALL_FOLD, reason=FOLD_IN_PROGRESS
-            )
+            decline(thread, summarizer, FoldPurpose.RECALL_FOLD, FOLD_IN_PROGRESS)
             return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
         time.sleep(0.05)
     try:
@@ -452,9 +450,10 @@ def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
         plan = plan_fold(entries, config)
     return (
         plan is not None
-        and not FoldLatch.objects.filter(
-            thread=thread, purpose=FoldPurpose.RECALL_FOLD, span_key=plan.span_key
-        ).exists()
+        and latched(
+            thread, FoldPurpose.RECALL_FOLD, span_key=plan.span_key, start_key=plan.start_key,
+            span_tokens=plan.span_tokens,
+        ) is None
         and not quota_exceeded(thread)
     )
 
@@ -755,9 +754,9 @@ def regenerate(summary: MemoryEntry, **overrides: Any) -> FoldOutcome:
     return fold_span(summary.thread, plan, config, summarizer, replacing=summary)
 
 
-UNFOLDED = "unfolded"
-TAMPERED = "tampered"
-NOT_REGENERABLE = "not-regenerable"
+UNFOLDED = DeclineReason.UNFOLDED
+TAMPERED = DeclineReason.TAMPERED
+NOT_REGENERABLE = DeclineReason.NOT_REGENERABLE
 
 
 def review(summary: MemoryEntry, user: Any, *, approve: bool) -> bool:

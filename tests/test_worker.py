@@ -33,7 +33,7 @@ from agentmemory import services
 from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
 from agentmemory.pipeline.summarize import SUMMARIZER_FAILED
 from agentmemory.transcript import SUMMARY_LABEL_PREFIX
-from tests.conftest import require_service
+from tests.conftest import SEED_COUNTS, require_service
 from tests.openai_server import TEST_API_KEY, Failure, OpenAIServer, summarizer_settings
 
 pytestmark = [
@@ -336,7 +336,8 @@ def start_worker(
             "PGPASSWORD": database["PASSWORD"] or "",
             "AGENTMEMORY_TEST_CELERY": "worker",
             "AGENTMEMORY_TEST_BROKER": settings.CELERY_BROKER_URL,
-            "AGENTMEMORY_TEST_SETTINGS": json.dumps(memory),
+            # The worker's defaults are the test process's: the count-driven ones.
+            "AGENTMEMORY_TEST_SETTINGS": json.dumps({**SEED_COUNTS, **memory}),
             "AGENTMEMORY_TEST_BROKER_OPTIONS": json.dumps(transport_options or {}),
             "OPENAI_API_KEY": TEST_API_KEY,
             "PYTHONPATH": str(REPO),
