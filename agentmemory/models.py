@@ -356,6 +356,13 @@ class FoldedSpan(models.Model):
         related_name="swallowed_by",
         help_text="Earlier folds whose summary message this fold swallowed.",
     )
+    derivation_unknown = models.BooleanField(
+        default=False,
+        editable=False,
+        help_text="Folded before derivation was recorded, without its messages: nothing "
+        "proves which entries it stands for, so erasing or purging any entry of its "
+        "thread deletes it.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
 
@@ -370,6 +377,29 @@ class FoldedSpan(models.Model):
 
     def __str__(self) -> str:
         return f"fold of {self.message_count} messages (thread {self.thread_id})"
+
+
+class SpanSource(models.Model):
+    """One message a window fold folded, recorded with the fold whatever ``retain`` was.
+
+    ``entry`` names each entry of the thread that was this exact message when the fold
+    was made; ``digest`` (a hash of the message, never its text) finds an entry appended
+    after the fold. Erasure follows these rows, never the span's stored text.
+    """
+
+    span = models.ForeignKey(FoldedSpan, on_delete=models.CASCADE, related_name="sources")
+    position = models.PositiveIntegerField(help_text="The message's place in the folded span.")
+    entry = models.ForeignKey(
+        MemoryEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    digest = models.CharField(max_length=64, help_text="Hash of role, content and tool fields.")
+
+    class Meta:
+        ordering = ["span", "position", "id"]
+        indexes = [models.Index(fields=["digest"], name="agentmemory_span_source_digest")]
+
+    def __str__(self) -> str:
+        return f"span #{self.span_id} message {self.position}"
 
 
 class FoldLatch(models.Model):

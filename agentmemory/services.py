@@ -32,6 +32,7 @@ from agentmemory.models import (
     RecallReceipt,
     Role,
     SummaryCoverage,
+    SpanSource,
     SummarySource,
     Thread,
 )
@@ -58,6 +59,7 @@ from agentmemory.tokens import count_tokens
 from agentmemory.window.compact import (  # noqa: F401  (part of the Python API)
     Compaction,
     compact,
+    entry_digest,
     expand_span,
     folded_messages,
     folded_span_for,
@@ -797,32 +799,70 @@ class _SpanTaken(Exception):
 
 
 def erase_entry(entry: MemoryEntry) -> None:
-    """Delete an entry and every summary derived from it, with the receipts that showed
-    them, in one transaction (law 7)."""
+    """Delete an entry and everything derived from it (`derived_rows`), with the
+    receipts that showed any of it, in one transaction (law 7)."""
     with transaction.atomic():
-        ids = [entry.pk, *derived_summaries([entry])]
+        ids, span_ids = derived_rows([entry.pk])
         RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
-        FoldedSpan.objects.filter(pk__in=spans_retaining(entry)).delete()
+        FoldedSpan.objects.filter(pk__in=span_ids).delete()
         MemoryEntry.objects.filter(pk__in=ids).delete()
 
 
-def spans_retaining(entry: MemoryEntry) -> list[int]:
-    """Window spans of the thread that kept this message word for word.
+def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
+    """The entries and window spans that go with ``entry_ids``, found by recorded
+    derivation, never by searching text:
 
-    A window is handed in by the agent, not read from rows, so a span names no entry:
-    it is matched by role and content. Reads the thread's retained spans once.
+    - the entries themselves and every summary built on them, through nesting
+      (`SummarySource`);
+    - every window span that folded one of those (a `SpanSource` linked to it, or,
+      for a message that was no entry when it was folded, with its digest), every span
+      that swallowed such a span's frame, however deep (``nested_spans``), and every
+      span of the same threads whose derivation is unknown (made before it was
+      recorded, without its messages);
+    - every entry of those threads that is one of those spans' frames (an agent that
+      stored its compacted window), and in turn what is derived from it.
     """
-    if entry.is_summary:
-        return []
-    spans = FoldedSpan.objects.filter(thread_id=entry.thread_id, messages__isnull=False)
-    return [
-        span.pk
-        for span in spans.only("pk", "messages")
-        if any(
-            message.get("role") == entry.role and message.get("content") == entry.content
-            for message in span.messages or []
+    entries: set[int] = set()
+    spans: set[int] = set()
+    frontier = set(entry_ids)
+    while frontier:
+        frontier |= set(derived_summary_ids(frontier))
+        entries |= frontier
+        rows = list(
+            MemoryEntry.objects.filter(pk__in=frontier).only(
+                "pk", "thread_id", "role", "content", "tool_calls", "tool_call_id"
+            )
         )
-    ]
+        threads = {row.thread_id for row in rows}
+        found = set(
+            SpanSource.objects.filter(
+                Q(entry_id__in=frontier)
+                | Q(
+                    entry__isnull=True,
+                    span__thread_id__in=threads,
+                    digest__in={entry_digest(row) for row in rows},
+                )
+            ).values_list("span_id", flat=True)
+        )
+        found |= set(
+            FoldedSpan.objects.filter(thread_id__in=threads, derivation_unknown=True)
+            .values_list("pk", flat=True)
+        )
+        found -= spans
+        new_spans: set[int] = set()
+        while found:
+            new_spans |= found
+            found = set(
+                FoldedSpan.objects.filter(nested_spans__in=found).values_list("pk", flat=True)
+            ) - new_spans - spans
+        spans |= new_spans
+        frames = FoldedSpan.objects.filter(pk__in=new_spans).values_list("content", flat=True)
+        frontier = set(
+            MemoryEntry.objects.filter(thread_id__in=threads, content__in=frames)
+            .exclude(pk__in=entries)
+            .values_list("pk", flat=True)
+        )
+    return sorted(entries), sorted(spans)
 
 
 def erase_thread(thread: Thread) -> None:
@@ -892,14 +932,15 @@ def purge_expired(
             # verbatim again. A batch stays bounded however deep the nesting.
             MemoryEntry.objects.filter(covered_by__in=roots).update(covered_by=None)
             # Retired or held summaries built on a purged entry cover nothing, but they
-            # would stand for originals that are gone: they go with them.
-            doomed = [*roots, *derived_summary_ids(roots)]
+            # would stand for originals that are gone: they go with them, and so does
+            # every window span derived from one of them.
+            doomed, derived_spans = derived_rows(roots)
             RecallReceipt.objects.filter(
                 Q(pk__in=receipt_ids) | Q(items__entry_id__in=doomed)
             ).delete()
+            spans += FoldedSpan.objects.filter(pk__in={*span_ids, *derived_spans}).delete()[0]
             entries += MemoryEntry.objects.filter(pk__in=doomed).delete()[1].get(
                 MemoryEntry._meta.label, 0
             )
-            spans += FoldedSpan.objects.filter(pk__in=span_ids).delete()[0]
         batches += 1
     return PurgeResult(entries=entries, spans=spans, batches=batches)

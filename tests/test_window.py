@@ -381,7 +381,8 @@ def test_compaction_is_head_then_summary_then_kept_messages(thread: Thread):
     assert "at iteration 3 " in label
     assert f"the model {MODEL}." in label
     assert label == frame_label(
-        message_count=span.message_count, iteration=3, model=MODEL, retain="conversation"
+        message_count=span.message_count, iteration=3, model=MODEL, retain="conversation",
+        fold=span.span_fingerprint[:16],
     )
     assert (span.iteration, span.model, span.retain) == (3, MODEL, RetainPolicy.CONVERSATION)
     assert span.messages == messages[2: 2 + span.message_count]

@@ -20,14 +20,23 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.folding import Declined, DeclineReason, Draft, Span, Tally, attempt_fold, decline
 from agentmemory.messages import clean_message
-from agentmemory.models import FoldedSpan, FoldPurpose, RetainPolicy, Thread
+from agentmemory.models import (
+    FoldedSpan,
+    FoldPurpose,
+    MemoryEntry,
+    RetainPolicy,
+    SpanSource,
+    Thread,
+)
 from agentmemory.signing import sign_span, span_is_intact
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
 from agentmemory.window.frame import (
+    fold_reference,
     frame_label,
     looks_like_frame,
+    message_digest,
     span_fingerprint,
     summary_fingerprint,
 )
@@ -122,7 +131,11 @@ def compact(
         tokens=Tally(count_tokens(render_message(message)) for message in selection.drop),
         instruction=_instruction(),
         label=lambda model: frame_label(
-            message_count=len(selection.drop), iteration=iteration, model=model, retain=retain
+            message_count=len(selection.drop),
+            iteration=iteration,
+            model=model,
+            retain=retain,
+            fold=fold_reference(key),
         ),
         is_summary=lambda message: looks_like_frame(message.content),
         cost=lambda content: count_tokens(f"user: {content}"),
@@ -191,9 +204,33 @@ def _journal(
                 span.nested_spans.set(
                     FoldedSpan.objects.filter(thread=thread, fingerprint__in=nested_keys)
                 )
+            record_sources(span, selection.drop)
     except IntegrityError:
         return None
     return span
+
+
+def record_sources(span: FoldedSpan, messages: Sequence[WindowMessage]) -> None:
+    """Write what the span was made from, whatever ``retain`` is: per folded message its
+    digest and every entry of the thread that is that message (law 7)."""
+    digests = [
+        message_digest(m.role, m.content, m.tool_calls, m.tool_call_id) for m in messages
+    ]
+    entries: dict[str, list[int]] = {}
+    candidates = MemoryEntry.objects.filter(
+        thread_id=span.thread_id, content__in={m.content for m in messages}
+    ).only("pk", "role", "content", "tool_calls", "tool_call_id")
+    for entry in candidates:
+        entries.setdefault(entry_digest(entry), []).append(entry.pk)
+    SpanSource.objects.bulk_create(
+        SpanSource(span=span, position=position, entry_id=entry_id, digest=digest)
+        for position, digest in enumerate(digests)
+        for entry_id in entries.get(digest) or [None]
+    )
+
+
+def entry_digest(entry: MemoryEntry) -> str:
+    return message_digest(entry.role, entry.content, entry.tool_calls, entry.tool_call_id)
 
 
 def _new_window(selection: Selection, span: FoldedSpan) -> list[dict[str, Any]]:
@@ -221,12 +258,26 @@ def folded_span_for(thread: Thread, message: Mapping[str, Any] | str) -> FoldedS
     Joined by a hash of the whole content: a message that only imitates the frame's
     words has another hash and finds nothing. A span folded under ``discard`` comes
     back with ``messages`` = None, so "no span", "a span without originals" and "a
-    span with originals" are three different answers.
+    span with originals" are three different answers. Only this thread's spans are
+    searched, and a frame shared by two of them (possible only for folds made before
+    frames carried their fold's reference) answers None rather than either one.
     """
     fingerprint = summary_fingerprint(_content_of(message))
-    span = FoldedSpan.objects.filter(
-        thread=thread, fingerprint=fingerprint, tampered_at__isnull=True
-    ).first()
+    candidates = list(
+        FoldedSpan.objects.filter(thread=thread, fingerprint=fingerprint, tampered_at__isnull=True)[:2]
+    )
+    if len(candidates) > 1:
+        # Frames carry their fold's reference since 0004; two folds made before it can
+        # share a frame, and picking one could hand back another run's originals.
+        logger.warning(
+            "agentmemory: %s folded spans of thread %s share the frame %s; the lookup "
+            "answers none of them.",
+            FoldedSpan.objects.filter(thread=thread, fingerprint=fingerprint).count(),
+            thread.pk,
+            fingerprint,
+        )
+        return None
+    span = candidates[0] if candidates else None
     if span is not None and not span_is_intact(span):
         report_tampered_span(span)  # an edited record answers nothing
         return None
@@ -256,19 +307,24 @@ def expand_span(span: FoldedSpan, *, recursive: bool = False) -> list[dict[str, 
     """The span's retained messages; with ``recursive``, earlier summary messages it
     swallowed are replaced by their own retained originals, down to plain messages."""
     messages = list(span.messages or [])
-    seen = {span.pk}
+    seen, level = {span.pk}, {span.pk}
     while recursive:
         contents = [_content_of(message) for message in messages]
         keys = {summary_fingerprint(text) for text in contents if looks_like_frame(text)}
-        nested = {
-            s.fingerprint: s
-            for s in FoldedSpan.objects.filter(thread_id=span.thread_id, fingerprint__in=keys)
+        # Only the folds each level recorded as swallowed: never another run's span
+        # that happens to share a frame.
+        found = list(
+            FoldedSpan.objects.filter(swallowed_by__in=level, fingerprint__in=keys)
             .exclude(pk__in=seen)
             .exclude(messages__isnull=True)
-        }
+            .distinct()
+        )
+        shared = {s.fingerprint for s in found if sum(o.fingerprint == s.fingerprint for o in found) > 1}
+        nested = {s.fingerprint: s for s in found if s.fingerprint not in shared}
         if not nested:
             break
-        seen.update(s.pk for s in nested.values())
+        level = {s.pk for s in nested.values()}
+        seen.update(level)
         expanded: list[dict[str, Any]] = []
         for message in messages:
             inner = nested.get(summary_fingerprint(_content_of(message)))

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from agentmemory.models import RetainPolicy
 from agentmemory.window.seams import WindowMessage
@@ -29,12 +30,23 @@ def retention_sentence(retain: str) -> str:
     )
 
 
-def frame_label(*, message_count: int, iteration: int, model: str, retain: str) -> str:
+def frame_label(
+    *, message_count: int, iteration: int, model: str, retain: str, fold: str = ""
+) -> str:
+    """The authored frame. ``fold`` (the span's key, shortened) makes two folds with the
+    same shape and the same summary text two different messages, so a lookup can tell
+    them apart (law 8)."""
+    reference = f" (fold {fold})" if fold else ""
     return (
         f"{WINDOW_FRAME_PREFIX}: {message_count} earlier messages were folded at iteration "
         f"{iteration} into the summary below, written by the model {model}. "
-        f"{retention_sentence(retain)}]"
+        f"{retention_sentence(retain)}{reference}]"
     )
+
+
+def fold_reference(span_key: str) -> str:
+    """The part of a span's key its frame carries: 64 bits, unique within a thread."""
+    return span_key[:16]
 
 
 def summary_message_content(label: str, text: str) -> str:
@@ -55,6 +67,15 @@ def span_fingerprint(messages: Sequence[WindowMessage]) -> str:
     handed the first one's summary and originals.
     """
     payload = json.dumps([message.as_dict() for message in messages], sort_keys=True)
+    return hashlib.sha256(payload.encode("utf-8")).hexdigest()
+
+
+def message_digest(
+    role: str, content: str, tool_calls: Sequence[Mapping[str, Any]], tool_call_id: str
+) -> str:
+    """The derivation key of one message: what a window message and a stored entry that
+    are the same message share (tool_name left out: a window may omit it)."""
+    payload = json.dumps([role, content, list(tool_calls), tool_call_id], sort_keys=True)
     return hashlib.sha256(payload.encode("utf-8")).hexdigest()
 
 
