@@ -197,3 +197,33 @@ def test_no_row_in_any_table_holds_an_erased_message(
             assert not FoldedSpan.objects.filter(thread_id=story.thread.pk).exists()
     kept = services.recall(bystander, 100_000)
     assert [m.content for m in kept.messages] == ["Unrelated, and it stays."]
+
+
+@pytest.mark.django_db
+def test_a_message_folded_before_it_was_stored_is_found_by_its_digest() -> None:
+    """A window is the agent's: a message may be folded (here under ``discard``, so the
+    span keeps no copy to search) before it is appended. The span's source row keeps
+    the message's digest, and erasing the entry appended later deletes the span."""
+    thread = Thread.objects.create()
+    secret = {"role": "user", "content": f"Ship it to {CANARY}, the back door."}
+    window = [
+        {"role": "user", "content": "Sort out today's deliveries."},
+        secret,
+        *({"role": "assistant", "content": ANSWER.format(n=n)} for n in range(5)),
+    ]
+    with override_settings(AGENTMEMORY=SETTINGS):
+        compacted = services.compact(thread, window, retain="discard")
+        span = compacted.span
+        assert span is not None and span.messages is None, compacted.refusal
+        unseen = services.compact(thread, [window[0], *window[2:]], iteration=2)
+    other = unseen.span
+    assert other is not None, unseen.refusal  # a fold that never saw the message
+    entry, unrelated = services.append(
+        thread, [secret, {"role": "assistant", "content": ANSWER.format(n=9)}]
+    )
+    assert span.sources.filter(entry__isnull=True).count() == span.message_count
+
+    services.erase_entry(unrelated)
+    assert FoldedSpan.objects.filter(pk=span.pk).exists()  # not derived from that one
+    services.erase_entry(entry)
+    assert list(FoldedSpan.objects.filter(thread=thread)) == [other]
