@@ -31,8 +31,8 @@ from agentmemory.models import (
     MemoryEntry,
     RecallReceipt,
     Role,
-    SummaryCoverage,
     SpanSource,
+    SummaryCoverage,
     SummarySource,
     Thread,
 )

@@ -345,8 +345,9 @@ class FoldLookup(MemoryAPIView):
     @extend_schema(
         request=s.LookupRequestSerializer,
         responses=s.LookupResponseSerializer,
-        description="The span recorded for a summary message, joined by a hash of its whole "
-        "content; span null: no fold was recorded for it.",
+        description="The span this thread recorded for a summary message, joined by a hash "
+        "of its whole content; span null: no fold of this thread was recorded for it (or "
+        "several folds made before frames carried their reference share it).",
     )
     def post(self, request: Request, thread_id: int) -> Response:
         thread = self.thread()

@@ -8,6 +8,7 @@ dropped messages reads the journal instead of calling again (law 12).
 from __future__ import annotations
 
 import logging
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -216,7 +217,7 @@ def record_sources(span: FoldedSpan, messages: Sequence[WindowMessage]) -> None:
     digests = [
         message_digest(m.role, m.content, m.tool_calls, m.tool_call_id) for m in messages
     ]
-    entries: dict[str, list[int]] = {}
+    entries: dict[str, list[int | None]] = {}
     candidates = MemoryEntry.objects.filter(
         thread_id=span.thread_id, content__in={m.content for m in messages}
     ).only("pk", "role", "content", "tool_calls", "tool_call_id")
@@ -264,7 +265,9 @@ def folded_span_for(thread: Thread, message: Mapping[str, Any] | str) -> FoldedS
     """
     fingerprint = summary_fingerprint(_content_of(message))
     candidates = list(
-        FoldedSpan.objects.filter(thread=thread, fingerprint=fingerprint, tampered_at__isnull=True)[:2]
+        FoldedSpan.objects.filter(
+            thread=thread, fingerprint=fingerprint, tampered_at__isnull=True
+        )[:2]
     )
     if len(candidates) > 1:
         # Frames carry their fold's reference since 0004; two folds made before it can
@@ -319,8 +322,8 @@ def expand_span(span: FoldedSpan, *, recursive: bool = False) -> list[dict[str, 
             .exclude(messages__isnull=True)
             .distinct()
         )
-        shared = {s.fingerprint for s in found if sum(o.fingerprint == s.fingerprint for o in found) > 1}
-        nested = {s.fingerprint: s for s in found if s.fingerprint not in shared}
+        counts = Counter(s.fingerprint for s in found)
+        nested = {s.fingerprint: s for s in found if counts[s.fingerprint] == 1}
         if not nested:
             break
         level = {s.pk for s in nested.values()}
