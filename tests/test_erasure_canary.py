@@ -4,7 +4,8 @@ its words, whatever the recall folds and window compactions made of it.
 One message carries a unique canary. It is folded twice (a summary of a summary),
 recalled with receipts on, compacted in a window that is compacted again (a nested
 span), compacted in a ``discard`` window, and the agent stores its compacted window's
-frame as a message. Then it is erased (one entry, its thread, its owner) or expires and
+frame as a message. The fact gate notes what each summary left out, and the summaries
+either carry the canary in their text (offline) or leave it to the fact notes (brief). Then it is erased (one entry, its thread, its owner) or expires and
 is purged, and every text and JSON column of every table is scanned on the backend
 under test, SQLite or PostgreSQL.
 """
@@ -22,16 +23,29 @@ from django.test import override_settings
 from django.utils import timezone
 
 from agentmemory import services
-from agentmemory.models import FoldedSpan, MemoryEntry, Thread
+from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage, Thread
 
-CANARY = "zq7canaryx41"
+CANARY = "ZQ7-CANARY-X41"
 KNOBS = {"preserve_recent": 2, "trigger_min_entries": 4, "load_count": 40}
 VERBATIM = {"trigger_min_entries": 1000}
 TTL = timedelta(days=30)
 SETTINGS = {
     "RECEIPTS": True,
+    # Every fold notes the specifics its summary left out: the fact note is derived
+    # text too.
+    "FACT_GATE": {"THRESHOLD": 1.0, "ACTION": "append"},
     "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow",
                "OPTIONS": {"MAX_MESSAGES": 4}},
+}
+#: The offline summarizer carries the canary in its text; the brief one drops it, so
+#: only the fact notes (the appended line and ``missing_facts``) carry it on.
+SUMMARIZERS = {
+    "offline": {},
+    "brief": {"SUMMARIZER": {
+        "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
+        "MODEL": "brief-test-model",
+        "OPTIONS": {"FUNCTION": "tests.window_seams.summarize_briefly"},
+    }},
 }
 ANSWER = (
     "Invoice {n} was issued on the first of the month, paid by card on the fifth, and "
@@ -149,19 +163,20 @@ def expire_and_purge(story: Story) -> datetime | None:
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("summarizer", sorted(SUMMARIZERS))
 @pytest.mark.parametrize("stored_frame", [False, True], ids=["", "stored-frame"])
 @pytest.mark.parametrize(
     "erase", [erase_entry, erase_thread, erase_user, expire_and_purge],
     ids=["erase_entry", "erase_thread", "erase_user", "expiry+purge"],
 )
 def test_no_row_in_any_table_holds_an_erased_message(
-    erase: Callable[[Story], datetime | None], stored_frame: bool
+    erase: Callable[[Story], datetime | None], stored_frame: bool, summarizer: str
 ) -> None:
     users = get_user_model().objects
     owner = users.create_user("canary-owner")
     bystander = Thread.objects.create(owner=users.create_user("bystander"), ttl=TTL)
     services.append(bystander, [{"role": "user", "content": "Unrelated, and it stays."}])
-    with override_settings(AGENTMEMORY=SETTINGS):
+    with override_settings(AGENTMEMORY={**SETTINGS, **SUMMARIZERS[summarizer]}):
         story = build(Thread.objects.create(owner=owner, ttl=TTL), stored_frame=stored_frame)
         before = rows_holding(CANARY)
         first, second, discarded = (story.spans[k] for k in ("first", "second", "discarded"))
@@ -175,6 +190,10 @@ def test_no_row_in_any_table_holds_an_erased_message(
         # The original, the two summaries, and the stored frame when there is one.
         assert before["agentmemory_memoryentry"] == 3 + stored_frame
         assert before["agentmemory_foldedspan"] == 3
+        if summarizer == "brief":  # the canary lives on in the fact notes only
+            notes = [*SummaryCoverage.objects.values_list("missing_facts", flat=True),
+                     *FoldedSpan.objects.values_list("missing_facts", flat=True)]
+            assert sum(CANARY in facts for facts in notes) >= 3
 
         survivors = list(
             MemoryEntry.objects.filter(thread=story.thread).messages()
