@@ -5,9 +5,10 @@ One message carries a unique canary. It is folded twice (a summary of a summary)
 recalled with receipts on, compacted in a window that is compacted again (a nested
 span), compacted in a ``discard`` window, and the agent stores its compacted window's
 frame as a message. The fact gate notes what each summary left out, and the summaries
-either carry the canary in their text (offline) or leave it to the fact notes (brief). Then it is erased (one entry, its thread, its owner) or expires and
-is purged, and every text and JSON column of every table is scanned on the backend
-under test, SQLite or PostgreSQL.
+either carry the canary in their text (offline) or leave it to the fact notes (brief).
+Then it is erased (one entry, its thread, its owner) or expires and is purged, and
+every column of every table is scanned on the backend under test, SQLite or
+PostgreSQL.
 """
 
 from __future__ import annotations
