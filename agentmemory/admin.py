@@ -380,7 +380,7 @@ class CoveredTextAdmin(OriginalsLookupGuard):
     searches only the text the user may read (``search_fields`` name ``readable_content``).
     """
 
-    original_fields = ("content", "tool_calls")
+    original_fields = ("content", "tool_calls", "metadata")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
         # The permission rides on each row: no state on this ModelAdmin, which every
