@@ -4,9 +4,9 @@ A matrix over every endpoint and method: another user, a staff user without
 permissions, a user granted ``agentmemory.expand_summary`` (who may read the
 originals of anyone's summary and nothing else), a superuser (no exception: being a
 superuser is not a grant) and a superuser granted the permission through a group (an
-expander like any other), each through a different authentication class. Every refusal is a 404 that reads like a missing id, and
-leaves the owner's data as it was. Runs on SQLite and PostgreSQL alike; nothing here
-is skipped.
+expander like any other), each through a different authentication class. Every
+refusal is a 404 that reads like a missing id, and leaves the owner's data as it was.
+Runs on SQLite and PostgreSQL alike; nothing here is skipped.
 """
 
 from __future__ import annotations
