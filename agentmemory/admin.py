@@ -117,6 +117,15 @@ def shown_text(obj: Any, content: str) -> str:
     return text if text == content else f"{text}\n{FACT_NOTE_WITHHELD}"
 
 
+def links(request: HttpRequest, site: admin.AdminSite) -> dict[str, bool]:
+    """Which of the app's pages this user may open: a custom page links no refusal."""
+    models = {"threads": Thread, "entries": MemoryEntry, "summaries": Summary}
+    return {
+        name: site.get_model_admin(model).has_view_permission(request)
+        for name, model in models.items()
+    }
+
+
 class RefusingAdmin(admin.ModelAdmin):
     """Refuses a custom view in the admin's own look (status 403), saying what it needs."""
 
@@ -325,6 +334,7 @@ class ThreadAdmin(RefusingAdmin):
             "thread": thread,
             "page": page,
             "rows": rows,
+            "links": links(request, self.admin_site),
             "can_expand": can_expand,
             "now": timezone.now(),
         }
@@ -642,6 +652,7 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin, RefusingAdmin):
             ).select_related("coverage").order_by("coverage__version"),
             "label": label,
             "model_text": text,
+            "links": links(request, self.admin_site),
             "fact_note": note,
             "rows": [
                 {
@@ -756,6 +767,7 @@ class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard, RefusingAdmin):
             "span": span,
             "label": label,
             "model_text": text,
+            "links": links(request, self.admin_site),
             "fact_note": note,
             "retained": span.messages is not None,
             "messages_shown": span.messages or [],

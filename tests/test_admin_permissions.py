@@ -384,6 +384,28 @@ def test_expand_links_are_shown_only_to_those_they_open_for(world: World) -> Non
         assert linked == (set(expand_urls) if who == "expander" else set()), who
 
 
+def test_the_timeline_links_only_pages_the_user_may_open(world: World) -> None:
+    """Staff who may view threads only: the timeline names summaries and entries without
+    linking pages that would refuse them."""
+    client = client_for(make_staff("threads-only", "view_thread"))
+    body = client.get(
+        reverse("admin:agentmemory_thread_timeline", args=[world.thread.pk])
+    ).content.decode()
+    assert world.summary.summary_key in body and CANARY not in body
+    for name in ("summary", "memoryentry"):
+        prefix = reverse(f"admin:agentmemory_{name}_changelist")
+        assert f'href="{prefix}' not in body, name
+    assert "/expand/" not in body
+    # With the view permissions, the same rows link their pages.
+    viewer = client_for(users()["viewer"])
+    body = viewer.get(
+        reverse("admin:agentmemory_thread_timeline", args=[world.thread.pk])
+    ).content.decode()
+    for url in (reverse("admin:agentmemory_summary_change", args=[world.summary.pk]),
+                reverse("admin:agentmemory_memoryentry_change", args=[world.original.pk])):
+        assert f'href="{url}"' in body
+
+
 @pytest.mark.parametrize("who", ["viewer", "superuser"])
 def test_a_refused_expand_view_explains_itself_in_the_admins_look(
     who: str, world: World
