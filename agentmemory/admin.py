@@ -815,23 +815,37 @@ class RecallReceiptAdmin(ReadOnlyAdmin):
     readonly_fields = fields
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[RecallReceipt]:
-        return super().get_queryset(request).annotate(expandable=expandable(request))
+        # Which pages the items may link ride on the row, like the permission itself.
+        pages = links(request, self.admin_site)
+        return super().get_queryset(request).annotate(
+            expandable=expandable(request),
+            link_entries=Value(pages["entries"]),
+            link_summaries=Value(pages["summaries"]),
+        )
 
     @admin.display(description="the context exactly as sent")
     def context_as_sent(self, obj: RecallReceipt) -> str:
-        """Each item links to its entry, or to its summary's expand view; the text only to
-        those who may expand (it can hold originals that a summary now hides)."""
+        """Each item links to its entry, or to its summary's expand view (its page without
+        the permission); the text only to those who may expand (it can hold originals
+        that a summary now hides). No link to a page this user may not open."""
         items = obj.items.select_related("entry").order_by("order")
         summary_view = "expand" if may_read(obj) else "change"
+
+        def item_link(item: Any) -> str:
+            if item.kind == EntryKind.SUMMARY and getattr(obj, "link_summaries", False):
+                url = reverse(f"admin:agentmemory_summary_{summary_view}", args=[item.entry_id])
+            elif item.kind != EntryKind.SUMMARY and getattr(obj, "link_entries", False):
+                url = reverse("admin:agentmemory_memoryentry_change", args=[item.entry_id])
+            else:
+                return format_html("#{}", item.entry_id)
+            return format_html('<a href="{}">#{}</a>', url, item.entry_id)
+
         rows = format_html_join(
             "",
-            '<li><a href="{}">#{}</a> {} · {} tokens</li>',
+            "<li>{} {} · {} tokens</li>",
             (
                 (
-                    reverse(f"admin:agentmemory_summary_{summary_view}", args=[item.entry_id])
-                    if item.kind == EntryKind.SUMMARY
-                    else reverse("admin:agentmemory_memoryentry_change", args=[item.entry_id]),
-                    item.entry_id,
+                    item_link(item),
                     item.entry.summary_key if item.kind == EntryKind.SUMMARY else item.entry.role,
                     item.tokens,
                 )

@@ -406,6 +406,18 @@ def test_the_timeline_links_only_pages_the_user_may_open(world: World) -> None:
         assert f'href="{url}"' in body
 
 
+def test_a_receipt_links_only_pages_the_user_may_open(world: World) -> None:
+    url = reverse("admin:agentmemory_recallreceipt_change", args=[world.receipts[1].pk])
+    summary = reverse("admin:agentmemory_summary_change", args=[world.summary.pk])
+    entries = reverse("admin:agentmemory_memoryentry_changelist")
+    only_receipts = client_for(make_staff("receipts-only", "view_recallreceipt"))
+    body = only_receipts.get(url).content.decode()
+    assert f"#{world.summary.pk}" in body and CANARY not in body
+    assert summary not in body and f'href="{entries}' not in body
+    viewer = client_for(users()["viewer"]).get(url).content.decode()
+    assert f'href="{summary}"' in viewer and f'href="{entries}' in viewer
+
+
 @pytest.mark.parametrize("who", ["viewer", "superuser"])
 def test_a_refused_expand_view_explains_itself_in_the_admins_look(
     who: str, world: World
