@@ -3,8 +3,9 @@
 Staff answer two questions here: what did the agent see, and what does this summary
 stand for. Records are read-only; entries are written by ``services.append`` and by
 folding (law 1), so only an entry's tier and metadata are editable, and deleting goes
-through the erasure services (law 7). Originals hidden by a summary are shown only to
-users with ``agentmemory.expand_summary``.
+through the erasure services (law 7). Text of an original hidden by a summary (its
+content, the facts a fact note or a coverage lists from it, a receipt's context, a
+span's messages) is shown by the one rule of :mod:`agentmemory.permissions`.
 """
 
 from __future__ import annotations
@@ -15,10 +16,11 @@ from typing import Any
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.contrib.auth import get_user_model
-from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.db.models import Case, F, QuerySet, TextField, Value, When
+from django.db.models import BooleanField, Case, F, Q, QuerySet, TextField, Value, When
 from django.db.models.constants import LOOKUP_SEP
+from django.db.models.expressions import Combinable
+from django.db.models.functions import Left, StrIndex
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from django.template.response import TemplateResponse
@@ -28,6 +30,7 @@ from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
 from agentmemory import services
+from agentmemory.facts import FACT_NOTE_OPENING, split_fact_note
 from agentmemory.ledger import tokens_used_today
 from agentmemory.models import (
     EntryKind,
@@ -41,27 +44,104 @@ from agentmemory.models import (
     SummaryCoverage,
     Thread,
 )
+from agentmemory.permissions import REFUSAL, expandable_rows, holds_expand, may_expand
 from agentmemory.receipts import replay, savings, summary_savings
 from agentmemory.signing import summary_is_intact
 from agentmemory.window.compact import expand_span
 
-EXPAND_PERMISSION = "agentmemory.expand_summary"
 TIMELINE_PAGE_SIZE = 200
+FACT_NOTE = "\n" + FACT_NOTE_OPENING
+FACT_NOTE_WITHHELD = (
+    "[agentmemory's note of the facts from the originals that this summary does not "
+    "mention: withheld; reading it needs permission]"
+)
 
 
-def can_expand(request: HttpRequest) -> bool:
-    return bool(request.user.has_perm(EXPAND_PERMISSION))
-
-
-def require_expand(request: HttpRequest) -> None:
-    if not can_expand(request):
-        raise PermissionDenied("Expanding a summary needs agentmemory.expand_summary.")
-
-
-def split_summary(content: str) -> tuple[str, str]:
-    """The authored label (first line) and the model's text, shown apart."""
+def split_summary(content: str, missing: list[str]) -> tuple[str, str, str]:
+    """The authored label (first line), the model's text and agentmemory's fact note (or
+    ``""``), shown apart: what agentmemory wrote is never shown as the model's."""
     label, _, text = content.partition("\n")
-    return label, text
+    text, note = split_fact_note(text, missing)
+    return label, text, note
+
+
+def summary_parts(content: str, missing: list[str], may_expand: bool) -> tuple[str, str, str]:
+    """:func:`split_summary` for display: a fact note this user may not read is replaced by
+    a line that says it was withheld."""
+    label, text, note = split_summary(content, missing)
+    return label, text, note if may_expand or not note else FACT_NOTE_WITHHELD
+
+
+def expandable(request: HttpRequest, thread_field: str = "thread") -> Combinable:
+    """Per row: may this user read the hidden text of the row's thread?"""
+    rows = expandable_rows(request.user, thread_field)
+    if rows is None:
+        return Value(True)
+    return Case(When(rows, then=Value(True)), default=Value(False), output_field=BooleanField())
+
+
+def readable_text(
+    request: HttpRequest, field: str, covered: Q | None = None, summaries: Q | None = None
+) -> Combinable:
+    """Per row, the text of ``field`` this user may read (for search and lists): all of it
+    where they may expand; elsewhere nothing of a ``covered`` row, and of the
+    ``summaries`` (every row when ``None``) the text before the fact note that lists
+    facts of their originals (cut at its first opening, so a model's imitation of it
+    hides more, never less)."""
+    rows = expandable_rows(request.user)
+    if rows is None:
+        return F(field)
+    cases = [When(rows, then=F(field))]
+    if covered is not None:
+        cases.append(When(covered, then=Value("")))
+    cases.append(When(
+        Q(**{f"{field}__contains": FACT_NOTE}) & (summaries or Q()),
+        then=Left(field, StrIndex(field, Value(FACT_NOTE)) - 1),
+    ))
+    return Case(*cases, default=F(field), output_field=TextField())
+
+
+def may_read(obj: Any) -> bool:
+    """The per-row answer that the admin's ``get_queryset`` annotates (``expandable``)."""
+    return bool(obj.expandable)
+
+
+def readable(obj: Any) -> str:
+    """The row's text this user may read, annotated by ``get_queryset``."""
+    return str(obj.readable_content)
+
+
+def shown_text(obj: Any, content: str) -> str:
+    """``content`` as this user may read it, saying where a fact note was withheld."""
+    text = readable(obj)
+    return text if text == content else f"{text}\n{FACT_NOTE_WITHHELD}"
+
+
+def links(request: HttpRequest, site: admin.AdminSite) -> dict[str, bool]:
+    """Which of the app's pages this user may open: a custom page links no refusal."""
+    models = {"threads": Thread, "entries": MemoryEntry, "summaries": Summary}
+    return {
+        name: site.get_model_admin(model).has_view_permission(request)
+        for name, model in models.items()
+    }
+
+
+class RefusingAdmin(admin.ModelAdmin):
+    """Refuses a custom view in the admin's own look (status 403), saying what it needs."""
+
+    def refuse(self, request: HttpRequest, reason: str, obj: Any = None) -> TemplateResponse:
+        opts = self.model._meta
+        context = {
+            **self.admin_site.each_context(request),
+            "title": "Not shown to you",
+            "opts": opts,
+            "reason": reason,
+            "changelist": self.has_view_permission(request),
+            "obj": obj if obj is not None and self.has_view_permission(request, obj) else None,
+        }
+        return TemplateResponse(
+            request, "agentmemory/admin/refused.html", context, status=403
+        )
 
 
 @admin.display(description="covered by", ordering="covered_by")
@@ -77,12 +157,17 @@ def covered_by_link(obj: MemoryEntry) -> str:
 
 
 class ReadOnlyAdmin(admin.ModelAdmin):
-    """A record: viewable, never written from the admin."""
+    """A record: viewable, never added, changed or deleted from the admin, superusers
+    included (deleting a ledger row would change cost and quota accounting); rows go
+    with their thread through the erasure and purge services."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
 
@@ -170,7 +255,7 @@ class CoveredFilter(admin.SimpleListFilter):
 
 
 @admin.register(Thread)
-class ThreadAdmin(admin.ModelAdmin):
+class ThreadAdmin(RefusingAdmin):
     list_display = (
         "id", "__str__", "owner", "client_key", "last_turn", "ttl", "timeline_link",
         "updated_at",
@@ -221,9 +306,10 @@ class ThreadAdmin(admin.ModelAdmin):
 
     def timeline_view(self, request: HttpRequest, thread_id: int) -> HttpResponse:
         """The thread in order: every entry and summary, and which summary hides what."""
+        if not self.has_view_permission(request):
+            return self.refuse(request, "The timeline needs the permission to view threads.")
         thread: Thread = get_object_or_404(Thread.objects.select_related("owner"), pk=thread_id)
-        if not self.has_view_permission(request, thread):
-            raise PermissionDenied
+        can_expand = may_expand(request.user, thread.owner_id)
         entries = (
             MemoryEntry.objects.filter(thread=thread)
             .select_related("coverage")
@@ -233,7 +319,10 @@ class ThreadAdmin(admin.ModelAdmin):
         rows = [
             {
                 "entry": entry,
-                "label_text": split_summary(entry.content) if entry.is_summary else None,
+                "label_text": (
+                    summary_parts(entry.content, entry.coverage.missing_facts, can_expand)
+                    if entry.is_summary else None
+                ),
                 "hidden": entry.covered_by_id is not None,
             }
             for entry in page
@@ -245,7 +334,8 @@ class ThreadAdmin(admin.ModelAdmin):
             "thread": thread,
             "page": page,
             "rows": rows,
-            "can_expand": can_expand(request),
+            "links": links(request, self.admin_site),
+            "can_expand": can_expand,
             "now": timezone.now(),
         }
         return TemplateResponse(request, "agentmemory/admin/thread_timeline.html", context)
@@ -289,7 +379,7 @@ class OriginalsLookupGuard(admin.ModelAdmin):
 
     def lookup_allowed(self, lookup: str, value: str, request: Any = None) -> bool:
         if lookup.split(LOOKUP_SEP)[0] in self.original_fields and not (
-            request is not None and can_expand(request)
+            request is not None and holds_expand(request.user)
         ):
             return False
         return bool(super().lookup_allowed(lookup, value, request))
@@ -300,30 +390,32 @@ class CoveredTextAdmin(OriginalsLookupGuard):
     searches only the text the user may read (``search_fields`` name ``readable_content``).
     """
 
-    original_fields = ("content", "tool_calls")
+    original_fields = ("content", "tool_calls", "metadata")
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[Any]:
-        # The permission rides on each row: one check per request, and no state on this
-        # ModelAdmin, which every request shares.
-        expandable = can_expand(request)
-        readable = F("content") if expandable else Case(
-            When(covered_by__isnull=True, then=F("content")),
-            default=Value(""),
-            output_field=TextField(),
-        )
+        # The permission rides on each row: no state on this ModelAdmin, which every
+        # request shares.
         return super().get_queryset(request).annotate(
-            expandable=Value(expandable), readable_content=readable
+            expandable=expandable(request),
+            readable_content=readable_text(
+                request, "content", covered=Q(covered_by__isnull=False),
+                summaries=Q(kind=EntryKind.SUMMARY),
+            ),
         )
 
     def _hidden(self, obj: MemoryEntry) -> bool:
-        return obj.covered_by_id is not None and not getattr(obj, "expandable", False)
+        return obj.covered_by_id is not None and not may_read(obj)
 
     def _hidden_note(self, obj: MemoryEntry) -> str:
         return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
 
     @admin.display(description="content")
     def shown_content(self, obj: MemoryEntry) -> str:
-        return self._hidden_note(obj) if self._hidden(obj) else obj.content
+        return self._hidden_note(obj) if self._hidden(obj) else shown_text(obj, obj.content)
+
+    @admin.display(description="metadata")
+    def shown_metadata(self, obj: MemoryEntry) -> str:
+        return self._hidden_note(obj) if self._hidden(obj) else json.dumps(obj.metadata)
 
     @admin.display(description="tool calls")
     def shown_tool_calls(self, obj: MemoryEntry) -> str:
@@ -356,14 +448,25 @@ class MemoryEntryAdmin(CoveredTextAdmin):
     )
     readonly_fields = tuple(name for name in fields if name not in ("tier", "metadata"))
 
+    def get_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        # A hidden row's metadata is the original's too: shown (read-only) as withheld.
+        if obj is not None and self._hidden(obj):
+            return [name if name != "metadata" else "shown_metadata" for name in self.fields]
+        return self.fields
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> Any:
+        if obj is not None and self._hidden(obj):
+            return (*self.readonly_fields, "shown_metadata")
+        return self.readonly_fields
+
     @admin.display(description="content")
     def short_content(self, obj: MemoryEntry) -> str:
         if self._hidden(obj):
-            return f"(hidden by summary #{obj.covered_by_id}; expanding needs permission)"
+            return self._hidden_note(obj)
         if obj.tool_calls and not obj.content:
             names = ", ".join(call.get("name", "?") for call in obj.tool_calls)
             return f"(calls {names})"
-        return Truncator(obj.content).chars(90)
+        return Truncator(readable(obj)).chars(90)
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # entries are written by services.append, which numbers and counts them
@@ -379,14 +482,35 @@ class MemoryEntryAdmin(CoveredTextAdmin):
 # ---------------------------------------------------------------- summaries
 
 
+def shown_missing_facts(obj: Any) -> str:
+    """The facts of the originals a summary or span does not mention: originals' text."""
+    if not obj.missing_facts:
+        return "-"
+    if not may_read(obj):
+        return f"{len(obj.missing_facts)} (withheld: reading them needs permission)"
+    return "; ".join(obj.missing_facts)
+
+
 class SummaryCoverageInline(admin.StackedInline):
     model = SummaryCoverage
     can_delete = False
     extra = 0
-    readonly_fields = (
-        "from_turn", "to_turn", "entry_count", "span_tokens", "model", "summarized_at",
-        "prompt_tokens", "completion_tokens",
+    fields = (
+        "from_turn", "to_turn", "entry_count", "span_tokens", "original_tokens", "level",
+        "model", "summarized_at", "prompt_tokens", "completion_tokens", "version",
+        "prompt_hash", "temperature", "seed", "library_version", "signature", "tampered_at",
+        "fact_score", "missing_facts_shown", "injection_flags", "reviewed_at", "reviewed_by",
     )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[SummaryCoverage]:
+        return super().get_queryset(request).annotate(
+            expandable=expandable(request, "summary__thread")
+        )
+
+    @admin.display(description="missing facts")
+    def missing_facts_shown(self, obj: SummaryCoverage) -> str:
+        return shown_missing_facts(obj)
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -394,9 +518,12 @@ class SummaryCoverageInline(admin.StackedInline):
     def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
 
 @admin.register(Summary)
-class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
+class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin, RefusingAdmin):
     list_display = (
         "id", "summary_key", "thread", "turns", "entry_count", "span_tokens", "token_count",
         "summarizer_model", "status", "fact_score", "expires_at", covered_by_link, "expand_link",
@@ -444,19 +571,20 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
 
     @admin.display(description="originals")
     def expand_link(self, obj: Summary) -> str:
+        if not may_read(obj):
+            return "-"  # no link this user could follow
         return format_html(
             '<a href="{}">expand</a>', reverse("admin:agentmemory_summary_expand", args=[obj.pk])
         )
 
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False  # unfold is the action, with its own confirmation page
+    # Deleting is refused (ReadOnlyAdmin): unfold is the action, with its own confirmation.
 
     def get_actions(self, request: HttpRequest) -> dict[str, Any]:
         actions = super().get_actions(request)
         if not request.user.has_perm("agentmemory.delete_memoryentry"):
             for name in ("unfold", "regenerate"):
                 actions.pop(name, None)
-        if not can_expand(request):
+        if not holds_expand(request.user):
             # Reviewing a flagged summary means reading what it stands for.
             for name in ("approve", "reject"):
                 actions.pop(name, None)
@@ -496,17 +624,20 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
 
     def expand_view(self, request: HttpRequest, summary_id: int) -> HttpResponse:
         """The summary beside the exact originals it covers, nested summaries expandable."""
-        require_expand(request)
+        if not self.has_view_permission(request):
+            return self.refuse(request, "Expanding needs the permission to view summaries.")
         summary = get_object_or_404(
-            Summary.objects.select_related("coverage", "thread"), pk=summary_id
+            self.get_queryset(request).select_related("coverage", "thread"), pk=summary_id
         )
+        if not may_read(summary):
+            return self.refuse(request, REFUSAL, summary)
         originals = services.expand(summary)
         nested = {
             entry.pk: services.expand(entry, recursive=True)
             for entry in originals
             if entry.is_summary
         }
-        label, text = split_summary(summary.content)
+        label, text, note = split_summary(summary.content, summary.coverage.missing_facts)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Summary {summary.summary_key}",
@@ -521,10 +652,15 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
             ).select_related("coverage").order_by("coverage__version"),
             "label": label,
             "model_text": text,
+            "links": links(request, self.admin_site),
+            "fact_note": note,
             "rows": [
                 {
                     "entry": entry,
-                    "label_text": split_summary(entry.content) if entry.is_summary else None,
+                    "label_text": (
+                        split_summary(entry.content, entry.coverage.missing_facts)
+                        if entry.is_summary else None
+                    ),
                     "nested": nested.get(entry.pk),
                 }
                 for entry in originals
@@ -562,21 +698,44 @@ class SummaryAdmin(ReadOnlyAdmin, CoveredTextAdmin):
 
 
 @admin.register(FoldedSpan)
-class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard):
+class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard, RefusingAdmin):
     list_display = (
         "id", "thread", "message_count", "iteration", "model", "retain", "prompt_tokens",
         "completion_tokens", "created_at", "expires_at", "expand_link",
     )
     list_filter = ("retain", "model", ExpiredFilter)
-    search_fields = ("fingerprint", "span_fingerprint", "content", "thread__client_key")
+    search_fields = ("fingerprint", "span_fingerprint", "readable_content", "thread__client_key")
     list_select_related = ("thread",)
     date_hierarchy = "created_at"
-    exclude = ("messages", "nested_spans")
-    original_fields = ("messages",)
-    readonly_fields = ("expand_link",)
+    # The messages are shown by the expand view; the summary message's fact note and the
+    # missing facts are the originals' text too.
+    original_fields = ("messages", "content", "missing_facts")
+    fields = (
+        "thread", "shown_content", "message_count", "iteration", "model", "retain",
+        "prompt_tokens", "completion_tokens", "fact_score", "missing_facts_shown",
+        "injection_flags", "fingerprint", "span_fingerprint", "prompt_hash", "temperature",
+        "seed", "library_version", "signature", "tampered_at", "created_at", "expires_at",
+        "expand_link",
+    )
+    readonly_fields = fields
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[FoldedSpan]:
+        return super().get_queryset(request).annotate(
+            expandable=expandable(request), readable_content=readable_text(request, "content")
+        )
+
+    @admin.display(description="summary message")
+    def shown_content(self, obj: FoldedSpan) -> str:
+        return shown_text(obj, obj.content)
+
+    @admin.display(description="missing facts")
+    def missing_facts_shown(self, obj: FoldedSpan) -> str:
+        return shown_missing_facts(obj)
 
     @admin.display(description="originals")
     def expand_link(self, obj: FoldedSpan) -> str:
+        if not may_read(obj):
+            return "-"  # no link this user could follow
         return format_html(
             '<a href="{}">expand</a>',
             reverse("admin:agentmemory_foldedspan_expand", args=[obj.pk]),
@@ -592,12 +751,15 @@ class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard):
 
     def expand_view(self, request: HttpRequest, span_id: int) -> HttpResponse:
         """The window summary message beside its retained originals, or a plain "not kept"."""
-        require_expand(request)
+        if not self.has_view_permission(request):
+            return self.refuse(request, "Expanding needs the permission to view folded spans.")
         span = get_object_or_404(
-            FoldedSpan.objects.select_related("thread").prefetch_related("nested_spans"),
+            self.get_queryset(request).select_related("thread").prefetch_related("nested_spans"),
             pk=span_id,
         )
-        label, text = split_summary(span.content)
+        if not may_read(span):
+            return self.refuse(request, REFUSAL, span)
+        label, text, note = split_summary(span.content, span.missing_facts)
         context = {
             **self.admin_site.each_context(request),
             "title": f"Folded span #{span.pk}",
@@ -605,6 +767,8 @@ class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard):
             "span": span,
             "label": label,
             "model_text": text,
+            "links": links(request, self.admin_site),
+            "fact_note": note,
             "retained": span.messages is not None,
             "messages_shown": span.messages or [],
             "expanded": expand_span(span, recursive=True) if span.nested_spans.all() else None,
@@ -650,27 +814,51 @@ class RecallReceiptAdmin(ReadOnlyAdmin):
               "config", "created_at", "expires_at", "context_as_sent")
     readonly_fields = fields
 
+    def get_queryset(self, request: HttpRequest) -> QuerySet[RecallReceipt]:
+        # Which pages the items may link ride on the row, like the permission itself.
+        pages = links(request, self.admin_site)
+        return super().get_queryset(request).annotate(
+            expandable=expandable(request),
+            link_entries=Value(pages["entries"]),
+            link_summaries=Value(pages["summaries"]),
+        )
+
     @admin.display(description="the context exactly as sent")
     def context_as_sent(self, obj: RecallReceipt) -> str:
-        """Each item links to its entry, or to its summary's expand view."""
+        """Each item links to its entry, or to its summary's expand view (its page without
+        the permission); the text only to those who may expand (it can hold originals
+        that a summary now hides). No link to a page this user may not open."""
         items = obj.items.select_related("entry").order_by("order")
+        summary_view = "expand" if may_read(obj) else "change"
+
+        def item_link(item: Any) -> str:
+            if item.kind == EntryKind.SUMMARY and getattr(obj, "link_summaries", False):
+                url = reverse(f"admin:agentmemory_summary_{summary_view}", args=[item.entry_id])
+            elif item.kind != EntryKind.SUMMARY and getattr(obj, "link_entries", False):
+                url = reverse("admin:agentmemory_memoryentry_change", args=[item.entry_id])
+            else:
+                return format_html("#{}", item.entry_id)
+            return format_html('<a href="{}">#{}</a>', url, item.entry_id)
+
         rows = format_html_join(
             "",
-            '<li><a href="{}">#{}</a> {} · {} tokens</li>',
+            "<li>{} {} · {} tokens</li>",
             (
                 (
-                    reverse("admin:agentmemory_summary_expand", args=[item.entry_id])
-                    if item.kind == EntryKind.SUMMARY
-                    else reverse("admin:agentmemory_memoryentry_change", args=[item.entry_id]),
-                    item.entry_id,
+                    item_link(item),
                     item.entry.summary_key if item.kind == EntryKind.SUMMARY else item.entry.role,
                     item.tokens,
                 )
                 for item in items
             ),
         )
-        text = replay(obj).text
-        return format_html('<ol>{}</ol><pre class="am-text">{}</pre>', rows, text)
+        if not may_read(obj):
+            return format_html(
+                '<ol>{}</ol><p class="am-withheld">The text is withheld: it can hold originals '
+                "that a summary now hides, and reading them needs permission.</p>",
+                rows,
+            )
+        return format_html('<ol>{}</ol><pre class="am-text">{}</pre>', rows, replay(obj).text)
 
 
 @admin.register(OwnerQuota)

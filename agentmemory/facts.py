@@ -111,7 +111,20 @@ def _amount_value(number: str) -> Decimal | None:
         return None
 
 
-def missing_facts_note(missing: list[Fact]) -> str:
+FACT_NOTE_OPENING = "[facts from the originals that the summary above does not mention: "
+
+
+def missing_facts_note(missing: list[str]) -> str:
     """The authored list appended after a summary that dropped facts (gate action "append")."""
-    listed = "; ".join(fact.text for fact in missing)
-    return f"[facts from the originals that the summary above does not mention: {listed}]"
+    return f"{FACT_NOTE_OPENING}{'; '.join(missing)}]"
+
+
+def split_fact_note(text: str, missing: list[str]) -> tuple[str, str]:
+    """``text`` (a summary's, after its label) as the model's words and agentmemory's fact
+    note after them (``""`` when there is none). The note is recognised as the exact one
+    the gate writes for ``missing``, so a model cannot pass its own words off as it."""
+    if missing:
+        note = missing_facts_note(missing)
+        if text.endswith(f"\n{note}"):
+            return text[: -len(note) - 1], note
+    return text, ""

@@ -74,8 +74,9 @@ except the schema needs an authenticated user. A request without credentials ans
 **Isolation**: a user sees only the threads they own. A thread of anyone else, staff
 included, answers 404 exactly like a thread that does not exist, and so does every
 entry, summary, span and receipt under it. The one exception is
-`summaries/{summary_id}/originals/`, which a user holding the permission
-`agentmemory.expand_summary` may read on any thread.
+`summaries/{summary_id}/originals/`, which a user granted the permission
+`agentmemory.expand_summary` may read on any thread (a superuser only once granted it:
+see [Security](security.md#one-permission-rule)).
 
 **Errors**: bad input answers 400 with a message per field (`{"field": ["..."]}`; for a
 batch, one object per entry); an unknown field is an error, not ignored; a request that

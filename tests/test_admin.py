@@ -430,18 +430,38 @@ def test_nested_summaries_expand_down_to_the_originals(folded: Folded, expander:
     assert own and all(entry.content not in nested[0] for entry in own if entry.content)
 
 
-def test_superusers_may_expand(folded: Folded, root: Client) -> None:
+def test_superusers_expand_their_own_threads_and_others_once_granted(
+    folded: Folded, superuser: Any
+) -> None:
+    """Being a superuser is not a grant of expand_summary (agentmemory.permissions)."""
     span = window_span(folded.thread, RetainPolicy.CONVERSATION)
-    body = page(root, reverse("admin:agentmemory_summary_expand", args=[folded.outer.pk]))
-    assert ORIGINAL in body
-    page(root, reverse("admin:agentmemory_foldedspan_expand", args=[span.pk]))
-    assert ORIGINAL in page(root, reverse("admin:agentmemory_memoryentry_changelist"))
+    expand = reverse("admin:agentmemory_summary_expand", args=[folded.outer.pk])
+    span_expand = reverse("admin:agentmemory_foldedspan_expand", args=[span.pk])
+    entries = reverse("admin:agentmemory_memoryentry_changelist")
+    root = logged_in(superuser)
+    assert ORIGINAL not in page(root, expand, 403)
+    page(root, span_expand, 403)
+    assert ORIGINAL not in page(root, entries)
+
+    own = Folded(owner=superuser)  # the owner reads their own thread's originals
+    assert ORIGINAL in page(root, reverse("admin:agentmemory_summary_expand",
+                                          args=[own.outer.pk]))
+
+    superuser.user_permissions.add(
+        Permission.objects.get(codename="expand_summary", content_type__app_label="agentmemory")
+    )
+    granted = logged_in(User.objects.get(pk=superuser.pk))
+    assert ORIGINAL in page(granted, expand)
+    page(granted, span_expand)
+    assert ORIGINAL in page(granted, entries)
 
 
-def test_expanding_a_message_or_a_missing_summary_is_404(folded: Folded, root: Client) -> None:
-    page(root, reverse("admin:agentmemory_summary_expand", args=[folded.original.pk]), 404)
-    page(root, reverse("admin:agentmemory_summary_expand", args=[10**9]), 404)
-    page(root, reverse("admin:agentmemory_foldedspan_expand", args=[10**9]), 404)
+def test_expanding_a_message_or_a_missing_summary_is_404(
+    folded: Folded, expander: Client
+) -> None:
+    page(expander, reverse("admin:agentmemory_summary_expand", args=[folded.original.pk]), 404)
+    page(expander, reverse("admin:agentmemory_summary_expand", args=[10**9]), 404)
+    page(expander, reverse("admin:agentmemory_foldedspan_expand", args=[10**9]), 404)
 
 
 # ---------------------------------------------------------------- the span expand view

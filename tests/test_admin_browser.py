@@ -1,5 +1,6 @@
 """The admin in a real browser: log in, walk to a thread's timeline and a summary, expand
-it down to the originals, and keep screenshots.
+it down to the originals, and keep screenshots; and, as staff who may not expand, find no
+expand link and a refusal that explains itself.
 
 Playwright for Python drives Debian's chromium (``/usr/bin/chromium``); Playwright's own
 browser downloads are never used. Screenshots go to ``artifacts/admin-browser/``
@@ -20,10 +21,12 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Permission
 from django.urls import reverse
 
 from agentmemory import services
 from agentmemory.models import MemoryEntry, Thread
+from agentmemory.permissions import REFUSAL
 from tests.conftest import IN_CI
 from tests.helpers import turn_messages
 
@@ -83,9 +86,31 @@ def folded_conversation() -> tuple[Thread, MemoryEntry, MemoryEntry]:
     return thread, summaries[inner], summaries[outer]
 
 
+def agentmemory_permissions(*codenames: str) -> list[Permission]:
+    return list(Permission.objects.filter(content_type__app_label="agentmemory",
+                                          codename__in=codenames))
+
+
+def launch(playwright: Any) -> Any:
+    return playwright.chromium.launch(
+        executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+    )
+
+
+def log_in(page: Any, base: str, username: str) -> None:
+    page.goto(f"{base}{reverse('admin:index')}")
+    assert page.url.startswith(f"{base}{reverse('admin:login')}")
+    page.fill("#id_username", username)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}{reverse('admin:index')}")
+
+
 def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> None:
     sync_playwright = require_browser()
-    get_user_model().objects.create_superuser(USERNAME, password=PASSWORD)
+    curator = get_user_model().objects.create_superuser(USERNAME, password=PASSWORD)
+    # Being a superuser is not a grant of expand_summary: the curator was granted it.
+    curator.user_permissions.add(*agentmemory_permissions("expand_summary"))
     thread, inner, outer = folded_conversation()
     base = live_server.url
     shots = ARTIFACTS
@@ -93,9 +118,7 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
     shots.mkdir(parents=True)
 
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
+        browser = launch(playwright)
         try:
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.set_default_timeout(15_000)
@@ -148,3 +171,57 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shots / "07-expand-nested.png", DOCS_IMG / "admin-summary-expand.png")
         shutil.copyfile(shots / "04-timeline.png", DOCS_IMG / "admin-thread-timeline.png")
+
+
+VIEWER = "viewer"
+VIEWS = ["view_thread", "view_memoryentry", "view_summary", "view_foldedspan"]
+
+
+def test_a_viewer_finds_no_expand_link_and_an_explained_refusal(live_server: Any) -> None:
+    """Staff who may view everything but not expand: the timeline and the summary's page
+    offer no expand link and show no covered original; the expand URL, typed in, answers
+    403 with a page in the admin's look that says what is needed."""
+    sync_playwright = require_browser()
+    viewer = get_user_model().objects.create_user(VIEWER, password=PASSWORD, is_staff=True)
+    viewer.user_permissions.add(*agentmemory_permissions(*VIEWS))
+    thread, inner, outer = folded_conversation()
+    base = live_server.url
+    shots = ARTIFACTS / "viewer"
+    shutil.rmtree(shots, ignore_errors=True)
+    shots.mkdir(parents=True)
+    expand = reverse("admin:agentmemory_summary_expand", args=[outer.pk])
+
+    with sync_playwright() as playwright:
+        browser = launch(playwright)
+        try:
+            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page.set_default_timeout(15_000)
+            log_in(page, base, VIEWER)
+
+            timeline = reverse("admin:agentmemory_thread_timeline", args=[thread.pk])
+            page.goto(f"{base}{timeline}")
+            assert page.locator("#am-timeline").is_visible()
+            assert page.locator("a[href*='/expand/']").count() == 0
+            assert page.get_by_text(ORIGINAL).count() == 0
+            assert page.locator(".am-withheld").count() > 0
+            page.screenshot(path=shots / "01-timeline.png", full_page=True)
+
+            summary_page = reverse("admin:agentmemory_summary_change", args=[outer.pk])
+            page.click(f"#am-timeline a[href='{summary_page}']")
+            page.wait_for_url(f"**{summary_page}")
+            assert page.locator("a[href*='/expand/']").count() == 0
+            page.screenshot(path=shots / "02-summary.png", full_page=True)
+
+            response = page.goto(f"{base}{expand}")
+            assert response is not None and response.status == 403
+            assert REFUSAL in page.locator("#am-refused").inner_text()
+            crumbs = page.locator("div.breadcrumbs")
+            assert crumbs.locator(f"a[href='{summary_page}']").count() == 1
+            assert page.locator("#site-name").is_visible()  # the admin's own header
+            assert page.get_by_text(ORIGINAL).count() == 0
+            page.screenshot(path=shots / "03-refused.png", full_page=True)
+
+            crumbs.locator(f"a[href='{summary_page}']").click()  # the way back works
+            page.wait_for_url(f"**{summary_page}")
+        finally:
+            browser.close()

@@ -1,11 +1,12 @@
 """Isolation: users see only their own threads, and anything else answers 404.
 
 A matrix over every endpoint and method: another user, a staff user without
-permissions, and a user granted ``agentmemory.expand_summary`` (who may read the
-originals of anyone's summary and nothing else), each through a different
-authentication class. Every refusal is a 404 that reads like a missing id, and
-leaves the owner's data as it was. Runs on SQLite and PostgreSQL alike; nothing here
-is skipped.
+permissions, a user granted ``agentmemory.expand_summary`` (who may read the
+originals of anyone's summary and nothing else), a superuser (no exception: being a
+superuser is not a grant) and a superuser granted the permission through a group (an
+expander like any other), each through a different authentication class. Every
+refusal is a 404 that reads like a missing id, and leaves the owner's data as it was.
+Runs on SQLite and PostgreSQL alike; nothing here is skipped.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Permission
+from django.contrib.auth.models import Group, Permission
 from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
@@ -106,7 +107,12 @@ USER_ENDPOINTS = [
 ]
 BY_NAME = {endpoint.name: endpoint for endpoint in ENDPOINTS}
 ORIGINALS = {"originals", "originals-recursive"}
-OUTSIDERS = ["other-user", "staff-user", "expander"]
+OUTSIDERS = ["other-user", "staff-user", "expander", "superuser", "granted-superuser"]
+#: The outsiders who may read the originals of anyone's summary.
+EXPANDERS = {"expander", "granted-superuser"}
+#: The username each outsider logs in with.
+USERNAMES = {"other-user": "bob", "staff-user": "staff", "expander": "erin",
+             "superuser": "root", "granted-superuser": "groot"}
 
 
 @dataclass
@@ -196,6 +202,16 @@ def actor(name: str, world: World) -> APIClient:
             Permission.objects.get(codename="expand_summary", content_type__app_label="agentmemory")
         )
         assert client.login(username="erin", password="pw-erin")
+    elif name == "superuser":  # Django's has_perm says yes to everything: not a grant here
+        client.force_authenticate(users.create_superuser("root", password="pw-root"))
+    elif name == "granted-superuser":  # granted through a group, like any reviewer
+        reviewers = Group.objects.create(name="reviewers")
+        reviewers.permissions.add(
+            Permission.objects.get(codename="expand_summary", content_type__app_label="agentmemory")
+        )
+        superuser = users.create_superuser("groot", password="pw-groot")
+        superuser.groups.add(reviewers)
+        client.force_authenticate(superuser)
     else:
         raise AssertionError(name)
     return client
@@ -285,7 +301,7 @@ def test_outsiders_get_404_on_the_owners_objects(
     client = actor(who, world)
     before = snapshot(world)
     response = call(client, endpoint, a_paths(endpoint, world), body_of(endpoint, world))
-    if who == "expander" and endpoint.name in ORIGINALS:
+    if who in EXPANDERS and endpoint.name in ORIGINALS:
         assert response.status_code == 200, response.content
         body = response.json()
         assert body["summary"]["id"] == world.summary.pk
@@ -322,8 +338,7 @@ def test_an_own_thread_does_not_open_the_owners_entries(
     if who == "other-user":
         thread = world.other_thread.pk
     else:
-        outsider = get_user_model().objects.get(username="staff" if who == "staff-user"
-                                                else "erin")
+        outsider = get_user_model().objects.get(username=USERNAMES[who])
         thread = Thread.objects.create(owner=outsider, title="own").pk
         add_turns(Thread.objects.get(pk=thread), 1)
     real = {"entry": world.entry.pk, "summary": world.summary.pk,
@@ -424,6 +439,30 @@ def test_the_expander_reads_originals_but_cannot_unfold(world: World) -> None:
     assert client.get(not_a_summary).status_code == 404
     missing_thread = path.replace(f"/threads/{world.thread.pk}/", f"/threads/{MISSING}/")
     assert client.get(missing_thread).status_code == 404
+
+
+def test_a_superuser_reads_others_originals_only_once_granted(world: World) -> None:
+    """Superusers are no exception in the API: ``has_perm`` is True for them, but only a
+    recorded grant of ``expand_summary`` opens another owner's originals."""
+    root = get_user_model().objects.create_superuser("root", password="pw-root")
+    assert root.has_perm("agentmemory.expand_summary")  # Django's implicit answer
+    path = a_paths(BY_NAME["originals"], world)
+    client = APIClient()
+    client.force_authenticate(root)
+    assert client.get(path).status_code == 404
+
+    root.user_permissions.add(
+        Permission.objects.get(codename="expand_summary", content_type__app_label="agentmemory")
+    )
+    granted = APIClient()
+    granted.force_authenticate(get_user_model().objects.get(pk=root.pk))  # no cached answer
+    response = granted.get(path)
+    assert response.status_code == 200, response.content
+    assert {row["id"] for row in response.json()["originals"]} == set(
+        MemoryEntry.objects.filter(covered_by=world.summary).values_list("pk", flat=True)
+    )
+    # The grant opens originals only: the rest of the thread still answers 404.
+    assert granted.get(a_paths(BY_NAME["summary-retrieve"], world)).status_code == 404
 
 
 def test_the_matrix_covers_every_route_and_method() -> None:

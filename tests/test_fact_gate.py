@@ -234,7 +234,7 @@ def test_with_action_append_the_missing_facts_are_listed_after_the_model_text(
     label, model_text, note = summary.content.split("\n")
     assert label.startswith(SUMMARY_LABEL_PREFIX)
     assert model_text == DROPS_AMOUNT  # the model's words, unedited
-    assert note == missing_facts_note(check_facts(SPAN, DROPS_AMOUNT).missing)
+    assert note == missing_facts_note([f.text for f in check_facts(SPAN, DROPS_AMOUNT).missing])
     assert note.startswith("[facts from the originals") and AMOUNT in note
     assert summary.coverage.fact_score == 0.5
     assert summary.coverage.missing_facts == [AMOUNT]
@@ -340,7 +340,7 @@ def test_window_compaction_with_action_append_lists_the_missing_amount(settings:
     assert span is not None and result.refusal is None
     label, model_text, note = span.content.split("\n")
     assert label.startswith(WINDOW_FRAME_PREFIX) and model_text == DROPS_AMOUNT
-    assert note == missing_facts_note(check_facts(SPAN, DROPS_AMOUNT).missing)
+    assert note == missing_facts_note([f.text for f in check_facts(SPAN, DROPS_AMOUNT).missing])
     assert span.fact_score == 0.5 and span.missing_facts == [AMOUNT]
     assert result.window[1] == {"role": "user", "content": span.content}
 

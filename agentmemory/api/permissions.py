@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from django.http import Http404
 from rest_framework.exceptions import NotAuthenticated
 from rest_framework.request import Request
 
 from agentmemory.models import Thread
+from agentmemory.permissions import holds_expand
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import _User
-
-EXPAND_PERMISSION = "agentmemory.expand_summary"
-
 
 def authenticated_user(request: Request) -> _User:
     """The requesting user, who may own threads. The views require IsAuthenticated, so
@@ -34,9 +32,9 @@ def owned_thread(request: Request, thread_id: int) -> Thread:
 
 
 def expandable_thread(request: Request, thread_id: int) -> Thread:
-    """Originals are shown to the owner, or to a user granted ``expand_summary``."""
-    user: Any = request.user
-    if user.has_perm(EXPAND_PERMISSION):
+    """Originals are shown to the owner, or to a user granted ``expand_summary`` (the one
+    rule of :mod:`agentmemory.permissions`: a superuser without the grant is refused)."""
+    if holds_expand(authenticated_user(request)):
         thread = Thread.objects.filter(pk=thread_id).first()
         if thread is None:
             raise Http404(f"No thread {thread_id}.")

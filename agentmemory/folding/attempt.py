@@ -160,7 +160,7 @@ def attempt_fold(
             if action == "decline":
                 return _refuse(call, result, CallOutcome.REFUSED_LOST_FACTS,
                                DeclineReason.LOST_FACTS)
-            content = f"{content}\n{missing_facts_note(facts.missing)}"
+            content = f"{content}\n{missing_facts_note(missing)}"
     tokens = span.cost(content)
     if not span.tokens.exceeds(tokens):
         return _refuse(call, result, CallOutcome.REFUSED_NOT_SMALLER, DeclineReason.NOT_SMALLER)
