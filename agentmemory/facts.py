@@ -37,8 +37,6 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
                           rf"|“(?P<c>[^”{_BREAKS}]*)”")),
     ("number", re.compile(r"(?<![\w.])\d{2,}(?:[.,]\d+)*(?![\w])")),
 ]
-#: A number in a summary's text (thousands separators already removed), for amounts.
-_NUMBER_IN_TEXT = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d])")
 _WRITTEN_NUMBER = re.compile(_NUMBER)
 
 
@@ -101,12 +99,11 @@ def check_facts(span_texts: Iterable[str], summary_text: str) -> FactCheck:
 
 def _mentioned(fact: Fact, haystack: str, digits: str) -> bool:
     if fact.kind == "amount":
-        # Compared as numbers: "$1,250" and "1250.00 USD" both keep "$1,250.00".
+        # Compared as numbers, each read whole: "$1,250" and "1250.00 USD" both keep
+        # "$1,250.00", "12.50 EUR" keeps "12,50 EUR", and "12,01" does not keep "$12".
         written = _WRITTEN_NUMBER.search(fact.text)
         wanted = number_value(written[0]) if written else None
-        found = [number_value(number) for number in _WRITTEN_NUMBER.findall(haystack)]
-        found += [number_value(number) for number in _NUMBER_IN_TEXT.findall(digits)]
-        return wanted is not None and wanted in found
+        return wanted is not None and wanted in map(number_value, _WRITTEN_NUMBER.findall(haystack))
     if fact.kind == "number" or (fact.kind == "id" and fact.text.startswith("#")):
         plain = fact.text.lstrip("#")
         return any(

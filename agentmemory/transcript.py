@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -64,9 +65,16 @@ def defuse(text: str) -> str:
     It can never end the transcript or start a line of its own: invisible characters
     (which can carry instructions nobody reviewing the text can see) go first, so they
     cannot hide a delimiter; a delimiter keeps two brackets on each side; and every line
-    break is a newline followed by `CONTINUATION`.
+    break is a newline followed by `CONTINUATION`. Text that spells a delimiter only in
+    look-alike characters (fullwidth ＜＜＜ and letters) is shown in their plain forms
+    (NFKC), so it is defused too.
     """
-    text = _DELIMITER.sub(r"<<\g<inner>>>", strip_invisible(text))
+    text = strip_invisible(text)
+    if not text.isascii():
+        plain = unicodedata.normalize("NFKC", text)
+        if _DELIMITER.search(plain):
+            text = strip_invisible(plain)
+    text = _DELIMITER.sub(r"<<\g<inner>>>", text)
     return _LINE_BREAK.sub("\n" + CONTINUATION, text)
 
 
