@@ -36,8 +36,9 @@ DEFAULT_INSTRUCTION = "\n".join(
     ]
 )
 
-# Everything a reader (a model, str.splitlines, an editor) may take for a line break.
-_LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+# Everything a reader (a model, an editor) may take for a line break: what
+# str.splitlines() breaks at.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 # A delimiter as a model might still read it: any case, any spacing inside, any number
 # of brackets. Matched with its whole bracket runs, so what replaces it has exactly two
 # on each side and cannot join a neighbour into another delimiter.
@@ -72,10 +73,14 @@ def defuse(text: str) -> str:
     text = strip_invisible(text)
     if not text.isascii():
         plain = unicodedata.normalize("NFKC", text)
-        if _DELIMITER.search(plain):
+        if "<<<" in plain and _DELIMITER.search(plain):
             text = strip_invisible(plain)
-    text = _DELIMITER.sub(r"<<\g<inner>>>", text)
-    return _LINE_BREAK.sub("\n" + CONTINUATION, text)
+    if "<<<" in text:
+        text = _DELIMITER.sub(r"<<\g<inner>>>", text)
+    lines = text.splitlines()
+    if text and text[-1] in _LINE_BREAKS:
+        lines.append("")  # splitlines() drops what follows a final line break
+    return f"\n{CONTINUATION}".join(lines)
 
 
 def tool_call_text(call: dict[str, Any]) -> str:
