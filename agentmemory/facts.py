@@ -14,6 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
 
+#: A written number with its separators: "1,250.00", "1.234,56", "12,50".
+_NUMBER = r"\d(?:[\d,.]*\d)?"
+_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
 # Order matters: longer, more specific shapes first, and each match is removed from the
 # text before the next pattern runs, so "$1,250.00" is one amount, not three numbers.
 _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
@@ -22,18 +25,19 @@ _PATTERNS: list[tuple[str, re.Pattern[str]]] = [
     ("path", re.compile(r"(?<![\w/])(?:~|\.{1,2})?/(?:[\w.-]+/)*[\w.-]+\.\w{1,6}\b")),
     ("date", re.compile(r"\b\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2})?)?\b"
                         r"|\b\d{1,2}/\d{1,2}/\d{2,4}\b")),
-    ("amount", re.compile(r"(?:[$€£¥]\s?\d[\d,]*(?:\.\d+)?|\b\d[\d,]*(?:\.\d+)?\s?"
+    ("amount", re.compile(rf"(?:[$€£¥]\s?{_NUMBER}|\b{_NUMBER}\s?"
                           r"(?:USD|EUR|GBP|JPY|CHF|dollars|euros)\b)", re.I)),
     ("id", re.compile(r"\b(?=[A-Z0-9_-]*\d)(?=[A-Z0-9_-]*[A-Z])[A-Z0-9]+(?:[-_][A-Z0-9]+)+\b"
                       r"|#\d{2,}\b|\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-"
                       r"[0-9a-f]{12}\b", re.I)),
     # Whole quoted strings, scanned left to right so a match never spans two of them;
     # the ``key`` group marks a JSON key, which is structure rather than a fact.
-    ("quoted", re.compile(r"\"(?P<q>(?:[^\"\\\n]|\\.)*)\"(?P<key>\s*:)?|“(?P<c>[^”\n]*)”")),
+    # A quoted string never spans a line break of any kind: a fact is listed on one line.
+    ("quoted", re.compile(rf"\"(?P<q>(?:[^\"\\{_BREAKS}]|\\[^{_BREAKS}])*)\"(?P<key>\s*:)?"
+                          rf"|“(?P<c>[^”{_BREAKS}]*)”")),
     ("number", re.compile(r"(?<![\w.])\d{2,}(?:[.,]\d+)*(?![\w])")),
 ]
-#: A number in a summary's text (thousands separators already removed), for amounts.
-_NUMBER_IN_TEXT = re.compile(r"(?<![\d.])\d+(?:\.\d+)?(?![\d])")
+_WRITTEN_NUMBER = re.compile(_NUMBER)
 
 
 @dataclass(frozen=True)
@@ -77,7 +81,9 @@ def extract_facts(texts: Iterable[str]) -> list[Fact]:
 
 def _normal(kind: str, value: str) -> str:
     if kind == "amount":
-        return re.sub(r"[^\d.]", "", value.replace(",", ""))
+        written = _WRITTEN_NUMBER.search(value)
+        number = number_value(written[0]) if written else None
+        return value if number is None else str(number)
     if kind in ("email", "url", "id"):
         return value.lower()
     return value
@@ -93,20 +99,37 @@ def check_facts(span_texts: Iterable[str], summary_text: str) -> FactCheck:
 
 def _mentioned(fact: Fact, haystack: str, digits: str) -> bool:
     if fact.kind == "amount":
-        # Compared as numbers: "$1,250" and "1250.00 USD" both keep "$1,250.00".
-        wanted = _amount_value(_normal("amount", fact.text))
-        return wanted is not None and any(
-            _amount_value(found) == wanted for found in _NUMBER_IN_TEXT.findall(digits)
-        )
+        # Compared as numbers, each read whole: "$1,250" and "1250.00 USD" both keep
+        # "$1,250.00", "12.50 EUR" keeps "12,50 EUR", and "12,01" does not keep "$12".
+        written = _WRITTEN_NUMBER.search(fact.text)
+        wanted = number_value(written[0]) if written else None
+        return wanted is not None and wanted in map(number_value, _WRITTEN_NUMBER.findall(haystack))
     if fact.kind == "number" or (fact.kind == "id" and fact.text.startswith("#")):
-        plain = fact.text.lstrip("#").replace(",", "")
-        return re.search(rf"(?<![\d.]){re.escape(plain)}(?![\d])", digits) is not None
+        plain = fact.text.lstrip("#")
+        return any(
+            re.search(rf"(?<![\d.]){re.escape(text)}(?![\d])", text_in) is not None
+            for text, text_in in ((plain, haystack), (plain.replace(",", ""), digits))
+        )
     return fact.text.lower() in haystack
 
 
-def _amount_value(number: str) -> Decimal | None:
+def number_value(number: str) -> Decimal | None:
+    """The value of a written number, whichever convention wrote it: with both "," and
+    "." the last one is the decimal point ("1,234.56", "1.234,56"); a single "," is one
+    unless exactly three digits follow it ("12,50" but "1,250"); a single "." is one;
+    repeated, either only groups thousands ("1.250.000")."""
+    commas, dots = number.count(","), number.count(".")
+    if commas and dots:
+        point = "," if number.rfind(",") > number.rfind(".") else "."
+    elif commas == 1 and len(number) - number.rfind(",") != 4:
+        point = ","
+    elif dots == 1:
+        point = "."
+    else:
+        point = ""
+    whole, _, fraction = number.rpartition(point) if point else (number, "", "")
     try:
-        return Decimal(number)
+        return Decimal(re.sub(r"[,.]", "", whole) + (f".{fraction}" if fraction else ""))
     except InvalidOperation:
         return None
 

@@ -8,6 +8,8 @@ instruction; the delimiters and the label are not configurable.
 from __future__ import annotations
 
 import json
+import re
+import unicodedata
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -15,6 +17,9 @@ from agentmemory.quarantine import strip_invisible
 
 TRANSCRIPT_OPEN = "<<<TRANSCRIPT>>>"
 TRANSCRIPT_CLOSE = "<<<END TRANSCRIPT>>>"
+#: What starts every line of a message after its first: only agentmemory's own lines
+#: (the delimiters and each message's labelled head) start without it.
+CONTINUATION = "  "
 
 #: Every stored summary begins with this. Readers and tests match on it.
 SUMMARY_LABEL_PREFIX = "[summary of earlier turns"
@@ -31,6 +36,14 @@ DEFAULT_INSTRUCTION = "\n".join(
     ]
 )
 
+# Everything a reader (a model, an editor) may take for a line break: what
+# str.splitlines() breaks at.
+_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# A delimiter as a model might still read it: any case, any spacing inside, any number
+# of brackets. Matched with its whole bracket runs, so what replaces it has exactly two
+# on each side and cannot join a neighbour into another delimiter.
+_DELIMITER = re.compile(r"<{3,}(?P<inner>\s*(?:END\s*)?TRANSCRIPT\s*)>{3,}", re.I)
+
 
 class MessageLike(Protocol):
     """What rendering needs of a message; a MemoryEntry and a window message both fit."""
@@ -45,40 +58,76 @@ class MessageLike(Protocol):
     def tool_name(self) -> str: ...
 
 
-def render_tool_call(call: dict[str, Any]) -> str:
+def defuse(text: str) -> str:
+    """Any text of a message as it may appear in a transcript: the one rule for every
+    field that reaches a summarizer (content, tool names, tool-call arguments, tool
+    results, a re-sent earlier summary).
+
+    It can never end the transcript or start a line of its own: invisible characters
+    (which can carry instructions nobody reviewing the text can see) go first, so they
+    cannot hide a delimiter; a delimiter keeps two brackets on each side; and every line
+    break is a newline followed by `CONTINUATION`. Text that spells a delimiter only in
+    look-alike characters (fullwidth ＜＜＜ and letters) is shown in their plain forms
+    (NFKC), so it is defused too.
+    """
+    text = strip_invisible(text)
+    if not text.isascii():
+        plain = unicodedata.normalize("NFKC", text)
+        if "<<<" in plain and _DELIMITER.search(plain):
+            text = strip_invisible(plain)
+    if "<<<" in text:
+        text = _DELIMITER.sub(r"<<\g<inner>>>", text)
+    lines = text.splitlines()
+    if text and text[-1] in _LINE_BREAKS:
+        lines.append("")  # splitlines() drops what follows a final line break
+    return f"\n{CONTINUATION}".join(lines)
+
+
+def tool_call_text(call: dict[str, Any]) -> str:
+    """A call as ``name(arguments)``, arguments as given or as JSON; not yet defused."""
     arguments = call.get("arguments", "")
     if not isinstance(arguments, str):
         arguments = json.dumps(arguments, sort_keys=True, ensure_ascii=False)
-    return strip_invisible(f"{call.get('name', 'unknown')}({arguments})")
+    return f"{call.get('name', 'unknown')}({arguments})"
 
 
-def _as_data(content: str) -> str:
-    """Content can never end the transcript or pass for another message: the delimiters
-    are defused, continuation lines are indented under their message, and invisible
-    characters (which can carry instructions nobody reviewing the text can see) go."""
-    content = strip_invisible(content)
-    for marker in (TRANSCRIPT_OPEN, TRANSCRIPT_CLOSE):
-        content = content.replace(marker, marker.replace("<<<", "<<").replace(">>>", ">>"))
-    return content.replace("\n", "\n  ")
+def render_tool_call(call: dict[str, Any]) -> str:
+    return defuse(tool_call_text(call))
+
+
+def summary_text(content: str) -> str:
+    """A stored summary's text without its authored first line."""
+    return content.partition("\n")[2]
+
+
+def fact_text(message: MessageLike, *, is_summary: bool) -> str:
+    """What the fact gate reads of a message: its words and its calls with their
+    arguments, or an earlier summary's text without its authored first line (whose
+    numbers are ours, not facts of the conversation). Without invisible characters, as
+    the summarizer is shown the message and as its summary is stored."""
+    if is_summary:
+        return strip_invisible(summary_text(message.content))
+    calls = " ".join(tool_call_text(call) for call in message.tool_calls or ())
+    return strip_invisible(f"{message.content} {calls}")
 
 
 def render_message(message: MessageLike) -> str:
-    """One message: its role labelled, tool calls as ``name(args)``, never merged.
+    """One message: its role labelled, tool calls as ``name(args)``, never merged; every
+    field of it through `defuse`.
 
     An earlier summary folded again is shown without its authored label: the label is
     for readers of the context, and re-sending it would be paid for on every merge.
     """
     if getattr(message, "is_summary", False):
-        return f"earlier summary: {_as_data(message.content.partition(chr(10))[2])}"
+        return f"earlier summary: {defuse(summary_text(message.content))}"
     calls = [render_tool_call(call) for call in (message.tool_calls or [])]
     if message.role == "tool":
-        # The tool name is caller-supplied text like any other: no invisible characters.
-        head = f"tool_result[{strip_invisible(message.tool_name) or 'unknown'}]"
+        head = f"tool_result[{defuse(message.tool_name) or 'unknown'}]"
     elif message.role == "assistant" and calls:
         head = f"assistant (calls: {', '.join(calls)})"
     else:
-        head = message.role
-    return f"{head}: {_as_data(message.content)}"
+        head = defuse(message.role)
+    return f"{head}: {defuse(message.content)}"
 
 
 def render_transcript(messages: Sequence[MessageLike]) -> str:

@@ -7,9 +7,13 @@ amount is gated (:func:`test_a_summary_that_drops_the_amount_is_declined_out_lou
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import settings as examples
+from hypothesis import strategies as st
 
 from agentmemory import services, signals
 from agentmemory.checks import check_settings
@@ -144,6 +148,67 @@ def test_check_facts_accepts_other_spellings_and_no_near_misses(
     span: str, summary: str, missing: list[str]
 ) -> None:
     assert [fact.text for fact in check_facts([span], summary).missing] == missing
+
+
+@pytest.mark.parametrize(
+    ("span", "summary", "missing"),
+    [
+        ("Refund 12,50 EUR now.", "A refund of 12,50 EUR.", []),
+        ("Refund 12,50 EUR now.", "A refund of 12.50 EUR.", []),
+        ("Refund €12,50 now.", "12.50 euros go back.", []),
+        ("Refund 0,99 EUR now.", "Refund 0.99 EUR.", []),
+        ("Pay 1.234,56 EUR today.", "1234.56 EUR were paid.", []),
+        ("Pay 1.234,56 EUR today.", "$1,234.56 was paid.", []),
+        ("Pay 1.250.000,00 EUR.", "1,250,000 EUR.", []),
+        ("Refund 12,50 EUR now.", "A refund of 1250 EUR.", ["12,50 EUR"]),
+        ("Refund 12,50 EUR now.", "A refund of 12,05 EUR.", ["12,50 EUR"]),
+        ("Refund 12,00 EUR now.", "A refund of 12,01 EUR.", ["12,00 EUR"]),
+        ("Pay 1.234,56 EUR today.", "234,56 EUR were paid.", ["1.234,56 EUR"]),
+    ],
+)
+def test_decimal_comma_amounts_are_facts_the_gate_matches(
+    span: str, summary: str, missing: list[str]
+) -> None:
+    [fact] = extract_facts([span])
+    assert fact.kind == "amount" and fact.text in span
+    assert [fact.text for fact in check_facts([span], summary).missing] == missing
+
+
+def written(value: Decimal, style: str) -> str:
+    """``value`` (two decimals) as one convention writes it."""
+    english = f"{value:,.2f}"
+    return {
+        "english": english,
+        "german": english.replace(",", " ").replace(".", ",").replace(" ", "."),
+        "comma": f"{value:.2f}".replace(".", ","),
+        "dot": f"{value:.2f}",
+    }[style]
+
+
+STYLES = st.sampled_from(["english", "german", "comma", "dot"])
+CURRENCIES = st.sampled_from(["{} EUR", "€{}", "{} USD", "${}", "{} euros", "£{}"])
+
+
+@examples(max_examples=300, deadline=None)
+@given(
+    cents=st.integers(1, 10**11),
+    span_style=STYLES,
+    summary_style=STYLES,
+    span_currency=CURRENCIES,
+    summary_currency=CURRENCIES,
+)
+def test_an_amount_in_any_convention_is_kept_by_the_same_value_only(
+    cents: int, span_style: str, summary_style: str, span_currency: str, summary_currency: str
+) -> None:
+    value = Decimal(cents) / 100
+    amount = span_currency.format(written(value, span_style))
+    span = f"The customer was charged {amount} twice."
+    [fact] = extract_facts([span])
+    assert (fact.kind, fact.text) == ("amount", amount)
+    same = summary_currency.format(written(value, summary_style))
+    assert check_facts([span], f"Charged {same} twice.").missing == []
+    other = summary_currency.format(written(value + Decimal("0.01"), summary_style))
+    assert check_facts([span], f"Charged {other} twice.").missing == [fact]
 
 
 # ------------------------------------------------------------------ recall folds

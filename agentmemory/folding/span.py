@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import MessageLike, render_tool_call
+from agentmemory.transcript import MessageLike, fact_text
 
 
 class Tally:
@@ -58,6 +58,4 @@ class Span:
     def fact_texts(self) -> Iterable[str]:
         """What the fact gate reads: each item's words and tool-call arguments."""
         for item in self.items:
-            content = item.content.partition("\n")[2] if self.is_summary(item) else item.content
-            arguments = " ".join(render_tool_call(call) for call in item.tool_calls or ())
-            yield f"{content} {arguments}"
+            yield fact_text(item, is_summary=self.is_summary(item))

@@ -30,7 +30,8 @@ def build_prompt(messages: Sequence[MessageLike], instruction: str) -> list[Chat
 
 
 class BaseSummarizer:
-    """Subclasses implement `complete`; the prompt is composed here, once."""
+    """Subclasses implement `complete`; the prompt is composed here, once. A backend that
+    reads the messages themselves rather than a model's prompt overrides `summarize`."""
 
     #: Options this backend accepts in ``AGENTMEMORY['SUMMARIZER']['OPTIONS']``.
     option_names: frozenset[str] = frozenset()

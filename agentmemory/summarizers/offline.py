@@ -3,22 +3,19 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from agentmemory.facts import Fact, check_facts, extract_facts
-from agentmemory.summarizers.base import BaseSummarizer, ChatMessage, SummaryResult
+from agentmemory.quarantine import strip_invisible
+from agentmemory.summarizers.base import BaseSummarizer, SummaryResult, build_prompt
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN
-from agentmemory.window.frame import WINDOW_FRAME_PREFIX
+from agentmemory.transcript import MessageLike, fact_text, render_message
+from agentmemory.window.frame import looks_like_frame
 
-_CALLS_HEAD = "assistant (calls: "
-_CALL_START = re.compile(r"(?P<name>[\w.-]+)\(")
-_OPENERS, _CLOSERS = "([{", ")]}"
+_TOOL_NAME = re.compile(r"[\w.-]+")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s")
-_EARLIER_SUMMARY = "earlier summary: "
-_CONTINUATION = "  "
-_TOOL_RESULT = "tool_result["
 _ASK = "- the user asked: "
 _TOOLS = "- tools called: "
 _FACTS = "- facts: "
@@ -47,11 +44,13 @@ class OfflineSummarizer(BaseSummarizer):
     tokens whatever the span, so that a summary folded again and again over a long
     thread still fits a recall budget; None for no cap).
 
-    Structure is read only from an earlier summary in the span (a transcript line
-    ``earlier summary: ...`` and its indented lines): its requests, tools and counts are
-    carried forward. Every other message is data, whatever its lines look like; a
-    window's frame message is not a request. Facts are read from every message, nested
-    summaries included.
+    It reads the span's messages, not the transcript a model would read: a request is a
+    user message, a tool is the name of a call (a plain name: letters, digits, ``_``,
+    ``.``, ``-``), an earlier summary is a stored summary entry, whatever any text in
+    them looks like. Structure is read only from an earlier summary's own lines: its
+    requests, tools and counts are carried forward. A window's frame message is not a
+    request. Facts are read from every message as the fact gate reads them, nested
+    summaries included. No line of the summary holds a line break of any kind.
 
     Extractive and deterministic: the same span always gives the same text, which is
     what makes it usable in demos, tests and benchmarks. Token usage is counted with
@@ -61,9 +60,9 @@ class OfflineSummarizer(BaseSummarizer):
     option_names = frozenset({"MAX_WORDS", "MAX_LINES", "MAX_SHARE", "MAX_TOKENS"})
     temperature = 0.0  # deterministic by construction
 
-    def complete(self, prompt: list[ChatMessage]) -> SummaryResult:
-        transcript = prompt[-1]["content"]
-        span = read_span(transcript, max_words=int(self.options.get("MAX_WORDS", 24)))
+    def summarize(self, messages: Sequence[MessageLike], *, instruction: str) -> SummaryResult:
+        prompt = build_prompt(messages, instruction)
+        span = read_span(messages, max_words=int(self.options.get("MAX_WORDS", 24)))
         budget = int(float(self.options.get("MAX_SHARE", 0.6)) * span.tokens)
         cap = self.options.get("MAX_TOKENS", 600)
         if cap is not None:
@@ -78,7 +77,7 @@ class OfflineSummarizer(BaseSummarizer):
 
 @dataclass
 class Span:
-    """What the summarizer read of a transcript."""
+    """What the summarizer read of a span's messages."""
 
     tokens: int = 0
     #: The requests, oldest first, each already cut to its first sentence.
@@ -97,69 +96,38 @@ class Span:
         self.recency_texts.append(text if recency is None else recency)
 
 
-def read_span(transcript: str, *, max_words: int) -> Span:
-    # Split on newlines only: rendering indents what follows a newline, not what follows
-    # the other characters str.splitlines() breaks at (U+2028, form feeds, ...).
-    lines = transcript.split("\n")
-    if lines[:1] == [TRANSCRIPT_OPEN]:
-        lines = lines[1:]
-    if lines[-1:] == [TRANSCRIPT_CLOSE]:
-        lines = lines[:-1]
-    span = Span(tokens=count_tokens("\n".join(lines)))
-    for head, content in _messages(lines):
-        if head == _EARLIER_SUMMARY:
-            span.read(content, _read_earlier_summary(span, content))
-        elif head.startswith(_CALLS_HEAD):
-            span.tools.extend(name for name in called_tools(head) if name not in span.tools)
-            # As the fact gate reads it: the words, then the calls with their arguments.
-            span.read(f"{content} {head.removeprefix(_CALLS_HEAD)}")
-        elif head == "user" and content.startswith(WINDOW_FRAME_PREFIX):
+def read_span(messages: Sequence[MessageLike], *, max_words: int) -> Span:
+    """What the summarizer takes from the messages themselves, never from their rendered
+    text: a role, a tool call or an earlier summary is known from the message, so no
+    content, tool name or argument can pass for one."""
+    span = Span(tokens=count_tokens("\n".join(map(render_message, messages))))
+    for message in messages:
+        if getattr(message, "is_summary", False):
+            text = fact_text(message, is_summary=True)
+            span.read(text, _read_earlier_summary(span, text))
+        elif message.role == "user" and looks_like_frame(message.content):
             # A window's summary message is role user too, but it is no request, and its
             # frame's numbers are ours, not facts of the conversation.
-            span.read(content.partition("\n")[2])
-        elif head == "user":
-            first = _SENTENCE_END.split(" ".join(content.split()), maxsplit=1)[0]
+            span.read(fact_text(message, is_summary=True))
+        elif message.role == "user":
+            words = strip_invisible(message.content).split()
+            first = _SENTENCE_END.split(" ".join(words), maxsplit=1)[0]
             if first:
                 span.asks.append(" ".join(first.split()[:max_words]))
-            span.read(content)
+            span.read(fact_text(message, is_summary=False))
         else:
-            span.read(content)
+            span.tools.extend(
+                name for name in _tool_names(message.tool_calls) if name not in span.tools
+            )
+            span.read(fact_text(message, is_summary=False))
     return span
 
 
-def _messages(lines: list[str]) -> Iterator[tuple[str, str]]:
-    """Each rendered message as (head, content). Continuation lines are indented under
-    their message, so only an unindented line can start one: a message's content,
-    whatever its lines look like, never passes for another message or an earlier
-    summary."""
-    message: tuple[str, list[str]] | None = None
-    for line in lines:
-        if message is not None and line.startswith(_CONTINUATION):
-            message[1].append(line.removeprefix(_CONTINUATION))
-            continue
-        if message is not None:
-            yield message[0], "\n".join(message[1])
-        message = _split_head(line)
-    if message is not None:
-        yield message[0], "\n".join(message[1])
-
-
-def _split_head(line: str) -> tuple[str, list[str]]:
-    """A message's first line as its head (role, or the calls with their arguments)
-    and the first line of its content."""
-    if line.startswith(_CALLS_HEAD):
-        # Scanned: the arguments may hold ": " and "): ".
-        end = _scan_calls(line)[1]
-        if end is not None and line.startswith("): ", end):
-            return line[:end], [line[end + 3:]]
-        return line, []
-    if line.startswith(_EARLIER_SUMMARY):
-        return _EARLIER_SUMMARY, [line.removeprefix(_EARLIER_SUMMARY)]
-    if line.startswith(_TOOL_RESULT):
-        name, _, text = line.partition("]: ")
-        return f"{name}]", [text]
-    role, _, text = line.partition(": ")
-    return role, [text]
+def _tool_names(calls: Any) -> list[str]:
+    """The names of the calls that are plain names: anything else (a line break, ", ")
+    could not be listed on the tools line and read back from it as the same names."""
+    names = (strip_invisible(call.get("name") or "") for call in calls or ())
+    return [name for name in names if _TOOL_NAME.fullmatch(name)]
 
 
 def _read_earlier_summary(span: Span, text: str) -> str:
@@ -282,51 +250,3 @@ def _shown(fact: Fact) -> str:
         return f'"{fact.text}"'
     # An amount may hold a line break ("$\n5"): on one line it is the same number.
     return " ".join(fact.text.split())
-
-
-def called_tools(line: str) -> list[str]:
-    """The tool names in a rendered ``assistant (calls: name(args), ...): content`` line."""
-    return _scan_calls(line)[0]
-
-
-def _scan_calls(line: str) -> tuple[list[str], int | None]:
-    """The tool names of a calls head, and the index just past the last call (None when
-    the head is not well formed).
-
-    Scanned, not pattern-matched: arguments are JSON whose strings may hold commas,
-    brackets and parentheses, so a name is read only where a call begins, after the
-    previous call's parenthesis closed at depth zero outside any string.
-    """
-    names: list[str] = []
-    index = len(_CALLS_HEAD)
-    end: int | None = None
-    while match := _CALL_START.match(line, index):
-        names.append(match["name"])
-        end = _call_end(line, match.end())
-        if end is None or not line.startswith(", ", end):
-            break
-        index = end + 2
-    return names, end
-
-
-def _call_end(line: str, start: int) -> int | None:
-    """The index just past the parenthesis that closes a call's arguments, or None."""
-    depth, in_string, escaped = 1, False, False
-    for index in range(start, len(line)):
-        char = line[index]
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in _OPENERS:
-            depth += 1
-        elif char in _CLOSERS:
-            depth -= 1
-            if depth == 0:
-                return index + 1 if char == ")" else None
-    return None
