@@ -61,6 +61,11 @@ class OfflineSummarizer(BaseSummarizer):
     option_names = frozenset({"MAX_WORDS", "MAX_LINES", "MAX_SHARE", "MAX_TOKENS"})
     temperature = 0.0  # deterministic by construction
 
+    @property
+    def completion_cap(self) -> int | None:
+        cap = self.options.get("MAX_TOKENS", 600)
+        return int(cap) if cap is not None else None
+
     def complete(self, prompt: list[ChatMessage]) -> SummaryResult:
         transcript = prompt[-1]["content"]
         span = read_span(transcript, max_words=int(self.options.get("MAX_WORDS", 24)))
