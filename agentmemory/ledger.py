@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import time
 
+from django.db import connection, transaction
 from django.db.models import Case, F, Q, Sum, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -39,28 +40,44 @@ def reserve(
     """The ledger row of a call about to be made, holding its estimate against the
     owner's daily quota; None (and no row) when the quota cannot take the estimate.
 
-    The row is written first and the day's total read after, so of two folds reserving
-    at once at least one sees the other's estimate: together they never pass the quota
-    on estimates (both may decline; neither overshoots).
+    Admissions of one owner are serialized (PostgreSQL: an advisory lock for the
+    transaction; SQLite: the write lock the insert takes), so each sees every earlier
+    reservation and the estimates admitted never pass the quota together. The lock is
+    held only for the insert and the sum, never across the call.
     """
-    row = SummarizerCall.objects.create(
-        thread=thread,
-        owner_id=thread.owner_id,
-        purpose=purpose,
-        backend=summarizer.backend,
-        model=summarizer.model,
-        span_key=span_key,
-        entry_count=entry_count,
-        attempt=attempt,
-        outcome=CallOutcome.RESERVED,
-        estimated_tokens=estimated_tokens,
-    )
-    if thread.owner_id is not None:
-        limit = daily_quota(thread.owner_id)
-        if limit is not None and tokens_used_today(thread.owner_id) > limit:
-            row.delete()
-            return None
+    owner_id = thread.owner_id
+    with transaction.atomic():
+        if owner_id is not None:
+            _lock_owner(owner_id)
+        row = SummarizerCall.objects.create(
+            thread=thread,
+            owner_id=owner_id,
+            purpose=purpose,
+            backend=summarizer.backend,
+            model=summarizer.model,
+            span_key=span_key,
+            entry_count=entry_count,
+            attempt=attempt,
+            outcome=CallOutcome.RESERVED,
+            estimated_tokens=estimated_tokens,
+        )
+        if owner_id is not None:
+            limit = daily_quota(owner_id)
+            if limit is not None and tokens_used_today(owner_id) > limit:
+                row.delete()
+                return None
     return row
+
+
+_QUOTA_LOCK_CLASS = 0x616D  # the advisory lock namespace of quota admissions
+
+
+def _lock_owner(owner_id: int) -> None:
+    if connection.vendor == "postgresql":
+        # Two int4 keys; a folded id only makes two owners wait for each other briefly.
+        key = owner_id % 2_147_483_647
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_QUOTA_LOCK_CLASS, key])
 
 
 def settle(
