@@ -156,13 +156,12 @@ def warn_once(purpose: str, summarizer: BaseSummarizer, exc: BaseException) -> N
         return
     _warned.add(key)
     logger.warning(
-        "agentmemory: the summarizer %s (model %s) failed during a %s (%s: %s); the "
+        "agentmemory: the summarizer %s (model %s) failed during a %s (%s); the "
         "conversation proceeds unfolded. Further failures of this summarizer are recorded "
         "in the usage ledger without another warning in this process.",
         summarizer.backend,
         summarizer.model,
         purpose,
-        type(exc).__name__,
         describe_error(exc),
     )
 
