@@ -40,18 +40,16 @@ def reserve(
     """The ledger row of a call about to be made, holding its estimate against the
     owner's daily quota; None (and no row) when the quota cannot take the estimate.
 
-    Admissions of one owner are serialized (PostgreSQL: an advisory lock for the
-    transaction; SQLite: the write lock the insert takes), so each sees every earlier
-    reservation and the estimates admitted never pass the quota together. The lock is
-    held only for the insert and the sum, never across the call.
+    Admissions of one owner under a quota are serialized (PostgreSQL: an advisory lock
+    for the transaction; SQLite: the write lock the insert takes), so each sees every
+    earlier reservation and the estimates admitted never pass the quota together. The
+    lock is released before the call, unless the caller's own transaction holds it.
     """
-    owner_id = thread.owner_id
-    with transaction.atomic():
-        if owner_id is not None:
-            _lock_owner(owner_id)
-        row = SummarizerCall.objects.create(
+
+    def insert() -> SummarizerCall:
+        return SummarizerCall.objects.create(
             thread=thread,
-            owner_id=owner_id,
+            owner_id=thread.owner_id,
             purpose=purpose,
             backend=summarizer.backend,
             model=summarizer.model,
@@ -61,11 +59,17 @@ def reserve(
             outcome=CallOutcome.RESERVED,
             estimated_tokens=estimated_tokens,
         )
-        if owner_id is not None:
-            limit = daily_quota(owner_id)
-            if limit is not None and tokens_used_today(owner_id) > limit:
-                row.delete()
-                return None
+
+    owner_id = thread.owner_id
+    limit = daily_quota(owner_id) if owner_id is not None else None
+    if owner_id is None or limit is None:
+        return insert()
+    with transaction.atomic():
+        _lock_owner(owner_id)
+        row = insert()
+        if tokens_used_today(owner_id) > limit:
+            row.delete()
+            return None
     return row
 
 
