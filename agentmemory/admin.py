@@ -790,7 +790,8 @@ class FoldLatchAdmin(ReadOnlyAdmin):
 class SummarizerCallAdmin(ReadOnlyAdmin):
     list_display = (
         "created_at", "thread", "purpose", "model", "outcome", "entry_count", "attempt",
-        "prompt_tokens", "completion_tokens", "duration_ms", "error_class", "summary_id",
+        "estimated_tokens", "prompt_tokens", "completion_tokens", "duration_ms", "error_class",
+        "error_message", "summary_id",
     )
     list_filter = ("outcome", "purpose", "model", "backend")
     search_fields = ("model", "backend", "error_class", "span_key", "thread__client_key")

@@ -238,7 +238,7 @@ def _check_api() -> list[CheckMessage]:
 def _check_trust(error: Any) -> None:
     """E013: receipts, the fact gate, the signing key, holding flagged, the quota."""
     get = memory_settings.__getattr__
-    for key in ("RECEIPTS", "HOLD_FLAGGED"):
+    for key in ("RECEIPTS", "HOLD_FLAGGED", "LEGACY_SIGNATURES"):
         if not isinstance(get(key), bool):
             error(key, f"must be True or False, got {get(key)!r}.", "", "E013")
     gate = get("FACT_GATE")

@@ -89,6 +89,9 @@ DEFAULTS: dict[str, Any] = {
     "RECEIPTS": False,
     "FACT_GATE": {"THRESHOLD": None, "ACTION": "decline"},
     "SIGNING_KEY": None,
+    # Accept version 1 signatures (unprefixed, covering fewer fields) until
+    # agentmemory_verify has re-signed every row; then set False (docs/security.md).
+    "LEGACY_SIGNATURES": True,
     "HOLD_FLAGGED": False,
     "DAILY_TOKEN_QUOTA": None,
     # tokens

@@ -27,7 +27,24 @@ class NotASummaryError(AgentMemoryError, ValueError):
 
 
 class SummarizerError(AgentMemoryError):
-    """The summarizer could not produce a summary. Recall treats this as a decline."""
+    """The summarizer could not produce a summary. Recall treats this as a decline.
+
+    ``status_code``, ``code`` and ``error_type``: what the provider said went wrong, kept
+    for the ledger; the message never carries the provider's own text.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status_code: int | None = None,
+        code: str | None = None,
+        error_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status_code = status_code
+        self.code = code
+        self.error_type = error_type
 
 
 class TransientSummarizerError(SummarizerError):

@@ -1,7 +1,8 @@
 """The usage ledger, the warn-once rule and the fold signals, shared by both folds.
 
-Recall folds and window folds pay for summaries the same way, so they record and
-announce them through the same three functions.
+Recall folds and window folds pay for summaries the same way, so they reserve, record
+and announce them through the same functions. A call's row is written before the call
+(``reserve``, with its estimate held against the owner's quota) and settled after it.
 """
 
 from __future__ import annotations
@@ -9,13 +10,15 @@ from __future__ import annotations
 import logging
 import time
 
-from django.db.models import F, Sum
+from django.db import connection, transaction
+from django.db.models import Case, F, Q, Sum, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentmemory import signals
 from agentmemory.conf import memory_settings
-from agentmemory.models import MemoryEntry, OwnerQuota, SummarizerCall, Thread
+from agentmemory.models import CallOutcome, MemoryEntry, OwnerQuota, SummarizerCall, Thread
+from agentmemory.redaction import describe_error
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
 
 logger = logging.getLogger("agentmemory")
@@ -24,36 +27,86 @@ logger = logging.getLogger("agentmemory")
 _warned: set[tuple[str, str]] = set()
 
 
-def record_call(
+def reserve(
     thread: Thread,
     summarizer: BaseSummarizer,
     *,
     purpose: str,
     span_key: str,
     entry_count: int,
+    estimated_tokens: int,
+    attempt: int = 1,
+) -> SummarizerCall | None:
+    """The ledger row of a call about to be made, holding its estimate against the
+    owner's daily quota; None (and no row) when the quota cannot take the estimate.
+
+    Admissions of one owner under a quota are serialized (PostgreSQL: an advisory lock
+    for the transaction; SQLite: the write lock the insert takes), so each sees every
+    earlier reservation and the estimates admitted never pass the quota together. The
+    lock is released before the call, unless the caller's own transaction holds it.
+    """
+
+    def insert() -> SummarizerCall:
+        return SummarizerCall.objects.create(
+            thread=thread,
+            owner_id=thread.owner_id,
+            purpose=purpose,
+            backend=summarizer.backend,
+            model=summarizer.model,
+            span_key=span_key,
+            entry_count=entry_count,
+            attempt=attempt,
+            outcome=CallOutcome.RESERVED,
+            estimated_tokens=estimated_tokens,
+        )
+
+    owner_id = thread.owner_id
+    limit = daily_quota(owner_id) if owner_id is not None else None
+    if owner_id is None or limit is None:
+        return insert()
+    with transaction.atomic():
+        _lock_owner(owner_id)
+        row = insert()
+        if tokens_used_today(owner_id) > limit:
+            row.delete()
+            return None
+    return row
+
+
+_QUOTA_LOCK_CLASS = 0x616D  # the advisory lock namespace of quota admissions
+
+
+def _lock_owner(owner_id: int) -> None:
+    if connection.vendor == "postgresql":
+        # Two int4 keys; a folded id only makes two owners wait for each other briefly.
+        key = owner_id % 2_147_483_647
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s, %s)", [_QUOTA_LOCK_CLASS, key])
+
+
+def settle(
+    row: SummarizerCall,
+    *,
     started: float,
     outcome: str,
     result: SummaryResult | None = None,
     error: BaseException | None = None,
     summary: MemoryEntry | None = None,
-    attempt: int = 1,
-) -> SummarizerCall:
-    """One ledger row for one summarizer call, whatever its outcome."""
-    return SummarizerCall.objects.create(
-        thread=thread,
-        owner_id=thread.owner_id,
-        summary=summary,
-        purpose=purpose,
-        backend=summarizer.backend,
-        model=summarizer.model,
-        span_key=span_key,
-        entry_count=entry_count,
-        attempt=attempt,
-        prompt_tokens=result.prompt_tokens if result else None,
-        completion_tokens=result.completion_tokens if result else None,
-        duration_ms=int((time.monotonic() - started) * 1000),
-        outcome=outcome,
-        error_class=type(error).__name__ if error else "",
+) -> None:
+    """Write what the reserved call came to: its outcome, the usage the backend reported,
+    and a failure's class and redacted description."""
+    row.summary = summary
+    row.outcome = outcome
+    row.prompt_tokens = result.prompt_tokens if result else None
+    row.completion_tokens = result.completion_tokens if result else None
+    row.duration_ms = int((time.monotonic() - started) * 1000)
+    row.error_class = type(error).__name__ if error else ""
+    row.error_message = describe_error(error) if error else ""
+    row.save(
+        update_fields=[
+            "summary", "outcome", "prompt_tokens", "completion_tokens", "duration_ms",
+            "error_class", "error_message",
+        ]
     )
 
 
@@ -107,14 +160,13 @@ def warn_once(purpose: str, summarizer: BaseSummarizer, exc: BaseException) -> N
         return
     _warned.add(key)
     logger.warning(
-        "agentmemory: the summarizer %s (model %s) failed during a %s (%s: %s); the "
+        "agentmemory: the summarizer %s (model %s) failed during a %s (%s); the "
         "conversation proceeds unfolded. Further failures of this summarizer are recorded "
         "in the usage ledger without another warning in this process.",
         summarizer.backend,
         summarizer.model,
         purpose,
-        type(exc).__name__,
-        exc,
+        describe_error(exc),
     )
 
 
@@ -130,10 +182,26 @@ def daily_quota(owner_id: int) -> int | None:
 
 
 def tokens_used_today(owner_id: int) -> int:
-    """Prompt plus completion tokens of the owner's summarizer calls since 00:00 UTC."""
+    """What the owner's summarizer calls since 00:00 UTC count against the quota.
+
+    A settled call counts the prompt and completion tokens its backend reported. A call
+    still in flight (or lost with its worker), and one whose backend reports no usage,
+    counts its estimate. A failed call reported none and counts nothing.
+    """
     start = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
+    estimate = Coalesce(F("estimated_tokens"), 0)
+    charge = Case(
+        When(outcome=CallOutcome.RESERVED, then=estimate),
+        When(
+            ~Q(outcome=CallOutcome.FAILED),
+            prompt_tokens__isnull=True,
+            completion_tokens__isnull=True,
+            then=estimate,
+        ),
+        default=Coalesce(F("prompt_tokens"), 0) + Coalesce(F("completion_tokens"), 0),
+    )
     used = SummarizerCall.objects.filter(owner_id=owner_id, created_at__gte=start).aggregate(
-        tokens=Sum(Coalesce(F("prompt_tokens"), 0) + Coalesce(F("completion_tokens"), 0))
+        tokens=Sum(charge)
     )["tokens"]
     return int(used or 0)
 

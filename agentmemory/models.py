@@ -43,6 +43,8 @@ class FoldPurpose(models.TextChoices):
 
 
 class CallOutcome(models.TextChoices):
+    # Written before the call with the quota's estimate; settled to another outcome after.
+    RESERVED = "reserved", "reserved (call in flight)"
     FOLDED = "folded", "folded"
     DECLINED = "declined", "declined"
     REFUSED_NOT_SMALLER = "refused-not-smaller", "refused: not smaller"
@@ -303,7 +305,7 @@ class SummaryCoverage(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     seed = models.IntegerField(null=True, blank=True)
     library_version = models.CharField(max_length=32, blank=True, default="")
-    signature = models.CharField(max_length=64, blank=True, default="")
+    signature = models.CharField(max_length=80, blank=True, default="")
     tampered_at = models.DateTimeField(null=True, blank=True)
     # The fact-retention gate and the injection quarantine.
     fact_score = models.FloatField(null=True, blank=True)
@@ -344,7 +346,7 @@ class FoldedSpan(models.Model):
     temperature = models.FloatField(null=True, blank=True)
     seed = models.IntegerField(null=True, blank=True)
     library_version = models.CharField(max_length=32, blank=True, default="")
-    signature = models.CharField(max_length=64, blank=True, default="")
+    signature = models.CharField(max_length=80, blank=True, default="")
     tampered_at = models.DateTimeField(null=True, blank=True)
     fact_score = models.FloatField(null=True, blank=True)
     missing_facts = models.JSONField(default=list, blank=True)
@@ -462,6 +464,18 @@ class SummarizerCall(models.Model):
     duration_ms = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=24, choices=CallOutcome.choices)
     error_class = models.CharField(max_length=200, blank=True, default="")
+    error_message = models.CharField(
+        max_length=300,
+        blank=True,
+        default="",
+        help_text="The failure, redacted: class, HTTP status, provider error code and type; "
+        "never a key or the provider's text.",
+    )
+    estimated_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The tokens reserved against the owner's quota before the call.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:

@@ -53,7 +53,14 @@ from agentmemory.pipeline.summarize import (
 )
 from agentmemory.quarantine import strip_invisible
 from agentmemory.receipts import record_receipt
-from agentmemory.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
+from agentmemory.signing import (
+    is_legacy,
+    sign_span,
+    sign_summary,
+    sources_by_summary,
+    span_is_intact,
+    summary_is_intact,
+)
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.window.compact import (  # noqa: F401  (part of the Python API)
@@ -313,7 +320,10 @@ def load_intact(thread: Thread, config: RecallConfig, now: datetime, room: int) 
     retired and the load repeated, so what it hid comes back verbatim in this very call.
     """
     loaded = load_visible(thread, config, now, room)
-    tampered = [e for e in loaded.entries if e.is_summary and not summary_is_intact(e)]
+    summaries = [entry for entry in loaded.entries if entry.is_summary]
+    # One read for the coverage rows every current signature covers.
+    sources = sources_by_summary(s for s in summaries if not is_legacy(s.coverage.signature))
+    tampered = [s for s in summaries if not summary_is_intact(s, sources.get(s.pk))]
     if tampered:
         report_tampered(tampered)
     if loaded.expired_summaries:
@@ -675,29 +685,38 @@ def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
 def verify(*, resign: bool = False) -> dict[str, list[int]]:
     """Check every live summary and every span against its signature.
 
-    Tampered ones are reported like a recall would. With ``resign`` nothing is
-    reported: every row is signed anew (after a key rotation you have checked).
+    Tampered ones are reported like a recall would; intact ones still under a version 1
+    signature are re-signed under the current scheme (``resigned_*``). With ``resign``
+    nothing is reported: every row is signed anew (after a key rotation you have
+    checked). Expired summaries are left to the purge: what they stood for may already
+    be gone, and recall no longer shows them.
     """
+    now = timezone.now()
     bad_summaries: list[MemoryEntry] = []
+    upgraded_summaries: list[int] = []
     for summary in (
         MemoryEntry.objects.filter(kind=EntryKind.SUMMARY, retired_at__isnull=True)
+        .exclude(expires_at__lte=now)
         .select_related("coverage", "thread")
         .iterator(chunk_size=500)
     ):
-        if resign:
+        if not resign and not summary_is_intact(summary):
+            bad_summaries.append(summary)
+        elif resign or is_legacy(summary.coverage.signature):
             SummaryCoverage.objects.filter(pk=summary.pk).update(
                 signature=sign_summary(summary, summary.coverage)
             )
-        elif not summary_is_intact(summary):
-            bad_summaries.append(summary)
+            upgraded_summaries.append(summary.pk)
     bad_spans: list[FoldedSpan] = []
+    upgraded_spans: list[int] = []
     for span in FoldedSpan.objects.filter(tampered_at__isnull=True).select_related(
         "thread"
     ).iterator(chunk_size=500):
-        if resign:
-            FoldedSpan.objects.filter(pk=span.pk).update(signature=sign_span(span))
-        elif not span_is_intact(span):
+        if not resign and not span_is_intact(span):
             bad_spans.append(span)
+        elif resign or is_legacy(span.signature):
+            FoldedSpan.objects.filter(pk=span.pk).update(signature=sign_span(span))
+            upgraded_spans.append(span.pk)
     if bad_summaries:
         report_tampered(bad_summaries)
     for span in bad_spans:
@@ -705,6 +724,8 @@ def verify(*, resign: bool = False) -> dict[str, list[int]]:
     return {
         "summaries": [summary.pk for summary in bad_summaries],
         "spans": [span.pk for span in bad_spans],
+        "resigned_summaries": upgraded_summaries,
+        "resigned_spans": upgraded_spans,
     }
 
 
@@ -763,32 +784,51 @@ NOT_REGENERABLE = DeclineReason.NOT_REGENERABLE
 
 def review(summary: MemoryEntry, user: Any, *, approve: bool) -> bool:
     """Staff review of a flagged summary. Approving a held one lets it cover its span
-    (True when it now does); rejecting retires it."""
+    (True when it now does); rejecting retires it. The review and the hold are signed,
+    so the row is re-signed with them: an edited summary is never approved (that would
+    sign its edits), it is reported as tampered instead."""
     _require_summary(summary)
+    if not summary_is_intact(summary):
+        report_tampered([summary])
+        return False
     with transaction.atomic():
-        SummaryCoverage.objects.filter(summary=summary).update(
-            reviewed_at=timezone.now(), reviewed_by=user
-        )
-        if not approve:
-            retire([summary.pk])
-            return False
-        if summary.held_at is None:
-            return summary.covered_by_id is None and summary.retired_at is None
-        ids = list(summary.sources.values_list("entry_id", flat=True))
-        try:
-            with transaction.atomic():
-                claimed = MemoryEntry.objects.filter(
-                    pk__in=ids, covered_by__isnull=True, retired_at__isnull=True
-                ).update(covered_by=summary)
-                if claimed != len(ids):
-                    raise _SpanTaken
-        except _SpanTaken:
-            # The span was folded or erased while the summary waited: it can cover
-            # nothing now, so it leaves recall for good.
-            retire([summary.pk])
-            return False
-        MemoryEntry.objects.filter(pk=summary.pk).update(held_at=None)
+        covers = _review(summary, user, approve=approve)
+        resign_summary(summary.pk)
+    return covers
+
+
+def _review(summary: MemoryEntry, user: Any, *, approve: bool) -> bool:
+    SummaryCoverage.objects.filter(summary=summary).update(
+        reviewed_at=timezone.now(), reviewed_by=user
+    )
+    if not approve:
+        retire([summary.pk])
+        return False
+    if summary.held_at is None:
+        return summary.covered_by_id is None and summary.retired_at is None
+    ids = list(summary.sources.values_list("entry_id", flat=True))
+    try:
+        with transaction.atomic():
+            claimed = MemoryEntry.objects.filter(
+                pk__in=ids, covered_by__isnull=True, retired_at__isnull=True
+            ).update(covered_by=summary)
+            if claimed != len(ids):
+                raise _SpanTaken
+    except _SpanTaken:
+        # The span was folded or erased while the summary waited: it can cover
+        # nothing now, so it leaves recall for good.
+        retire([summary.pk])
+        return False
+    MemoryEntry.objects.filter(pk=summary.pk).update(held_at=None)
     return True
+
+
+def resign_summary(summary_id: int) -> None:
+    """Sign a summary anew, as it now stands (after a write of agentmemory's own)."""
+    summary = MemoryEntry.objects.select_related("coverage").get(pk=summary_id)
+    SummaryCoverage.objects.filter(pk=summary_id).update(
+        signature=sign_summary(summary, summary.coverage)
+    )
 
 
 class _SpanTaken(Exception):

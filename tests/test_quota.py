@@ -95,17 +95,22 @@ def test_the_daily_quota_stops_folds_at_the_limit_and_the_ledger_matches_the_ser
     openai_server: OpenAIServer,
     openai_summarizer_settings: dict[str, Any],
 ) -> None:
-    settings.AGENTMEMORY = {
-        **openai_summarizer_settings, "DAILY_TOKEN_QUOTA": 1_000, "RECEIPTS": True
-    }
+    settings.AGENTMEMORY = {**openai_summarizer_settings, "RECEIPTS": True}
     usage = [(400, 100), (350, 150)]  # what the server reports for each call: 500 + 500
     for prompt_tokens, completion_tokens in usage:
         openai_server.reply(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
     threads = [foldable_thread(owner) for _ in range(3)]
 
     first = services.recall(threads[0][0], BIG)
+    # Each call reserves its estimate before it is made: the quota takes the second
+    # call's estimate exactly (the threads are alike, so are their estimates), not a third.
+    estimate = SummarizerCall.objects.get(owner=owner).estimated_tokens
+    assert estimate is not None and estimate > 500
+    settings.AGENTMEMORY = {
+        **openai_summarizer_settings, "DAILY_TOKEN_QUOTA": 500 + estimate, "RECEIPTS": True
+    }
     second = services.recall(threads[1][0], BIG)
-    assert ledger.tokens_used_today(owner.pk) == 1_000  # the quota is reached
+    assert ledger.tokens_used_today(owner.pk) == 1_000  # 1,000 + an estimate > the quota
     with capture(signals.fold_declined) as declined:
         third = services.recall(threads[2][0], BIG)
         again = services.recall(threads[2][0], BIG)
@@ -124,6 +129,7 @@ def test_the_daily_quota_stops_folds_at_the_limit_and_the_ledger_matches_the_ser
     # The ledger holds exactly what the server reported, call by call and in total.
     calls = SummarizerCall.objects.filter(owner=owner).order_by("id")
     assert [(c.prompt_tokens, c.completion_tokens) for c in calls] == usage
+    assert [c.estimated_tokens for c in calls] == [estimate] * 2
     assert [c.outcome for c in calls] == [CallOutcome.FOLDED] * 2
     assert [c.thread_id for c in calls] == [threads[0][0].pk, threads[1][0].pk]
     server_total = sum(p + c for p, c in usage)
@@ -176,7 +182,7 @@ def test_an_owner_override_lowers_the_quota(settings: Any, owner: Any) -> None:
 
 def test_an_owner_override_raises_the_quota(settings: Any, owner: Any) -> None:
     settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=500)
-    OwnerQuota.objects.create(owner=owner, daily_tokens=501)
+    OwnerQuota.objects.create(owner=owner, daily_tokens=20_000)  # room for the estimate
     spend(owner, 500)
     thread, _ = foldable_thread(owner)
 
@@ -207,7 +213,8 @@ def test_without_an_override_the_setting_applies_and_none_means_no_quota(
 
 
 def test_only_todays_tokens_of_this_owner_count(settings: Any, owner: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=1_000)
+    # Room for one call's estimate over 999, not over 999 + 50,000.
+    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=20_000)
     other = get_user_model().objects.create_user("bob")
     spend(owner, 999)
     spend(owner, 50_000, when=timezone.now() - timedelta(days=1, hours=1))
@@ -243,7 +250,7 @@ def test_a_fold_outside_recall_obeys_the_quota(settings: Any, owner: Any) -> Non
 def test_window_compaction_obeys_the_quota(settings: Any, owner: Any) -> None:
     settings.AGENTMEMORY = trust_settings(
         "plain",
-        DAILY_TOKEN_QUOTA=100,
+        DAILY_TOKEN_QUOTA=10_000,
         WINDOW={"CLASS": "agentmemory.window.seams.SlidingWindow",
                 "OPTIONS": {"MAX_MESSAGES": 4}},
     )
@@ -256,7 +263,7 @@ def test_window_compaction_obeys_the_quota(settings: Any, owner: Any) -> None:
     thread = make_thread(owner=owner)
     assert compact(thread, window).span is not None  # under the quota: folds
 
-    spend(owner, 100)
+    spend(owner, 10_000 - ledger.tokens_used_today(owner.pk))
     other = make_thread(owner=owner)
     with capture(signals.fold_declined) as declined:
         result = compact(other, window)
@@ -366,10 +373,10 @@ def test_a_quota_of_zero_blocks_every_fold_and_says_so(settings: Any, owner: Any
 def test_regenerating_over_the_quota_keeps_the_current_summary(
     settings: Any, owner: Any
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=100)
+    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=10_000)
     thread, entries = foldable_thread(owner)
     summary = MemoryEntry.objects.get(pk=services.recall(thread, BIG).folded_summary_id)
-    spend(owner, 100)
+    spend(owner, 10_000 - ledger.tokens_used_today(owner.pk))
 
     outcome = services.regenerate(summary)
 

@@ -344,9 +344,9 @@ class SummarizerCallSerializer(serializers.ModelSerializer):
     class Meta:
         model = SummarizerCall
         fields = [
-            "id", "purpose", "backend", "model", "outcome", "error_class", "attempt",
-            "entry_count", "prompt_tokens", "completion_tokens", "duration_ms", "summary",
-            "created_at",
+            "id", "purpose", "backend", "model", "outcome", "error_class", "error_message",
+            "attempt", "entry_count", "estimated_tokens", "prompt_tokens", "completion_tokens",
+            "duration_ms", "summary", "created_at",
         ]
         read_only_fields = fields
 

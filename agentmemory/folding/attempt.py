@@ -1,11 +1,12 @@
 """The fold attempt: every summarizer call agentmemory makes goes through `attempt_fold`.
 
 A recall fold, a background fold, a regenerated summary and a live-window compaction
-ask the same question and judge the answer the same way: latched? quota left? then one
-call (never retried here), its ledger row when it fails or is refused, invisible
+ask the same question and judge the answer the same way: latched? its estimate reserved
+against the quota (the ledger row, written before the call)? then one call (never
+retried here), its ledger row settled when it fails or is refused, invisible
 characters stripped, the authored label, the fact gate, smaller than the span?, the
 injection flags. What passes comes back as a `Draft` for the caller to store; the
-caller then writes the ledger row and sends the signal through the draft, so every
+caller then settles the ledger row and sends the signal through the draft, so every
 kind of fold is recorded and announced alike.
 """
 
@@ -23,7 +24,7 @@ from agentmemory.facts import check_facts, missing_facts_note
 from agentmemory.folding.latches import latch_reason, latch_refusal
 from agentmemory.folding.reasons import DeclineReason
 from agentmemory.folding.span import Span
-from agentmemory.models import CallOutcome, MemoryEntry, Thread
+from agentmemory.models import CallOutcome, MemoryEntry, SummarizerCall, Thread
 from agentmemory.quarantine import injection_flags, message_flags, strip_invisible
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
 
@@ -37,13 +38,14 @@ class Declined:
 
 @dataclass(frozen=True)
 class Call:
-    """One summarizer call: what its ledger rows and its signals name."""
+    """One summarizer call: its reserved ledger row, settled by ``record``."""
 
     thread: Thread
     summarizer: BaseSummarizer
     span: Span
     started: float
     attempt: int
+    row: SummarizerCall
 
     def record(
         self,
@@ -53,18 +55,9 @@ class Call:
         error: BaseException | None = None,
         summary: MemoryEntry | None = None,
     ) -> None:
-        ledger.record_call(
-            self.thread,
-            self.summarizer,
-            purpose=self.span.purpose,
-            span_key=self.span.key,
-            entry_count=len(self.span.items),
-            started=self.started,
-            outcome=outcome,
-            result=result,
-            error=error,
+        ledger.settle(
+            self.row, started=self.started, outcome=outcome, result=result, error=error,
             summary=summary,
-            attempt=self.attempt,
         )
 
 
@@ -134,10 +127,15 @@ def attempt_fold(
             return decline(thread, summarizer, purpose, reason, latched=True)
     if precondition is not None and (reason := precondition()) is not None:
         return decline(thread, summarizer, purpose, reason)
-    if ledger.quota_exceeded(thread):
+    row = ledger.reserve(
+        thread, summarizer, purpose=purpose, span_key=span.key, entry_count=len(span.items),
+        estimated_tokens=summarizer.estimate_tokens(span.items, instruction=span.instruction),
+        attempt=attempt,
+    )
+    if row is None:
         return decline(thread, summarizer, purpose, DeclineReason.QUOTA_EXCEEDED)
 
-    call = Call(thread, summarizer, span, time.monotonic(), attempt)
+    call = Call(thread, summarizer, span, time.monotonic(), attempt, row)
     try:
         result = summarizer.summarize(span.items, instruction=span.instruction)
         if not isinstance(result, SummaryResult) or not result.text.strip():
@@ -171,7 +169,7 @@ def attempt_fold(
     )
     return Draft(
         thread=thread, summarizer=summarizer, span=span, started=call.started, attempt=attempt,
-        result=result, content=content, tokens=tokens, fact_score=fact_score,
+        row=call.row, result=result, content=content, tokens=tokens, fact_score=fact_score,
         missing_facts=missing, flags=flags,
     )
 

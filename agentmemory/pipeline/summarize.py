@@ -355,7 +355,7 @@ def _write_back(
                 missing_facts=draft.missing_facts,
                 injection_flags=draft.flags,
             )
-            coverage.signature = sign_summary(summary, coverage)
+            coverage.signature = sign_summary(summary, coverage, sources)
             coverage.save(force_insert=True)
             summary.coverage = coverage
             draft.record_folded(summary)

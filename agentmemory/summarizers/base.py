@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.tokens import count_tokens
 from agentmemory.transcript import MessageLike, render_transcript
 
 ChatMessage = dict[str, str]
@@ -58,6 +59,23 @@ class BaseSummarizer:
     @property
     def backend(self) -> str:
         return f"{type(self).__module__}.{type(self).__qualname__}"
+
+    @property
+    def completion_cap(self) -> int | None:
+        """The most tokens one completion may take (``MAX_TOKENS``); None: no cap."""
+        cap = self.options.get("MAX_TOKENS")
+        return int(cap) if cap else None
+
+    def estimate_tokens(self, messages: Sequence[MessageLike], *, instruction: str) -> int:
+        """What one call for ``messages`` is expected to cost, reserved against the quota
+        before it is made: the exact prompt counted with the project's counter, plus the
+        chat format's few tokens a message, plus a completion of a quarter of the prompt
+        (a summary is much shorter than its span), at most ``completion_cap``."""
+        prompt = build_prompt(messages, instruction)
+        prompt_tokens = sum(count_tokens(message["content"]) + 4 for message in prompt) + 3
+        completion = max(1, prompt_tokens // 4)
+        cap = self.completion_cap
+        return prompt_tokens + (min(completion, cap) if cap is not None else completion)
 
     def summarize(self, messages: Sequence[MessageLike], *, instruction: str) -> SummaryResult:
         return self.complete(build_prompt(messages, instruction))

@@ -60,6 +60,11 @@ class OfflineSummarizer(BaseSummarizer):
     option_names = frozenset({"MAX_WORDS", "MAX_LINES", "MAX_SHARE", "MAX_TOKENS"})
     temperature = 0.0  # deterministic by construction
 
+    @property
+    def completion_cap(self) -> int | None:
+        cap = self.options.get("MAX_TOKENS", 600)
+        return int(cap) if cap is not None else None
+
     def summarize(self, messages: Sequence[MessageLike], *, instruction: str) -> SummaryResult:
         prompt = build_prompt(messages, instruction)
         span = read_span(messages, max_words=int(self.options.get("MAX_WORDS", 24)))

@@ -2,8 +2,9 @@
 
 ``base_url`` makes any OpenAI-compatible server work. The key is read from the
 environment variable named by ``API_KEY_ENV`` at call time: never from the database,
-never logged. One attempt per call: the client's own retries are off, and retrying
-is the background task's decision (law 11).
+never logged. A provider's error is reduced to its class, status, code and type: its
+text (which may echo the key or the prompt) is never kept. One attempt per call: the
+client's own retries are off, and retrying is the background task's decision (law 11).
 """
 
 from __future__ import annotations
@@ -12,12 +13,14 @@ import os
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from agentmemory.exceptions import (
     AgentMemoryConfigurationError,
     SummarizerError,
     TransientSummarizerError,
 )
+from agentmemory.redaction import redact
 from agentmemory.summarizers.base import BaseSummarizer, ChatMessage, SummaryResult
 
 _TRANSIENT = (
@@ -79,14 +82,17 @@ class OpenAISummarizer(BaseSummarizer):
                 **extra,
             )
         except openai.OpenAIError as exc:
-            error = TransientSummarizerError if isinstance(exc, _TRANSIENT) else SummarizerError
-            message = f"{type(exc).__name__}: {exc}"
-            api_key = self.client.api_key
-            if api_key and api_key in message:
-                # Some servers echo the key in their error; keep it out of logs and of
-                # the traceback (the original exception is not chained).
-                raise error(message.replace(api_key, "[redacted API key]")) from None
-            raise error(message) from exc
+            # Only what the provider's error is, never what it says: its message may echo
+            # the key (masked or not) or the prompt, and this error reaches the ledger, the
+            # logs and Celery's retry line. Not chained, so no traceback carries it either.
+            raise _provider_error(exc, self.model) from None
+        if not isinstance(response, ChatCompletion):
+            # An HTML error page or a proxy's text with status 200: the client hands back
+            # the raw body, which is not ours to keep.
+            raise SummarizerError(
+                f"{self.model}: the provider's reply was not a chat completion "
+                f"({type(response).__name__} body)."
+            )
         if not response.choices:
             raise SummarizerError(f"{self.model} returned no choices.")
         usage = response.usage
@@ -95,3 +101,23 @@ class OpenAISummarizer(BaseSummarizer):
             prompt_tokens=usage.prompt_tokens if usage else None,
             completion_tokens=usage.completion_tokens if usage else None,
         )
+
+
+def _provider_error(exc: openai.OpenAIError, model: str) -> SummarizerError:
+    """Our error for a provider's: its class, HTTP status, error code and type."""
+    error = TransientSummarizerError if isinstance(exc, _TRANSIENT) else SummarizerError
+    status = exc.status_code if isinstance(exc, openai.APIStatusError) else None
+    code = getattr(exc, "code", None)
+    error_type = getattr(exc, "type", None)
+    details = [
+        f"{label} {value}"
+        for label, value in (("HTTP", status), ("code", code), ("type", error_type))
+        if value is not None
+    ]
+    suffix = f" ({', '.join(details)})" if details else ""
+    return error(
+        redact(f"{model}: the provider failed with {type(exc).__name__}{suffix}."),
+        status_code=status,
+        code=str(code) if code is not None else None,
+        error_type=str(error_type) if error_type is not None else None,
+    )
