@@ -8,6 +8,7 @@ from django.utils.module_loading import import_string
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.extras import missing_extra
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult, build_prompt
 
 __all__ = ["BaseSummarizer", "SummaryResult", "build_prompt", "get_summarizer", "load_summarizer"]
@@ -22,6 +23,10 @@ def load_summarizer(config: object) -> BaseSummarizer:
     try:
         backend_class = import_string(config["BACKEND"])
     except ImportError as exc:
+        # Our own backends name the extra they need; a project's module is its own affair.
+        missing = missing_extra(f"The summarizer {config['BACKEND']}", exc)
+        if missing is not None and str(config["BACKEND"]).startswith("agentmemory."):
+            raise missing from exc
         raise AgentMemoryConfigurationError(
             f"AGENTMEMORY['SUMMARIZER']['BACKEND'] = {config['BACKEND']!r} cannot be "
             f"imported: {exc}"
