@@ -9,6 +9,7 @@ whose extra is missing (agentmemory.E014).
 from __future__ import annotations
 
 import importlib
+from types import ModuleType
 
 from agentmemory.exceptions import MissingExtraError
 
@@ -41,13 +42,16 @@ def missing_extra(feature: str, exc: ImportError) -> MissingExtraError | None:
     )
 
 
-def require(feature: str, *modules: str) -> None:
-    """Import ``modules``; raise MissingExtraError naming the extra of the first missing."""
+def require(feature: str, *modules: str) -> ModuleType:
+    """Import ``modules`` and return the last; MissingExtraError names a missing extra."""
+    module = None
     for name in modules:
         try:
-            importlib.import_module(name)
+            module = importlib.import_module(name)
         except ImportError as exc:
             error = missing_extra(feature, exc)
             if error is None:
                 raise
             raise error from exc
+    assert module is not None, "require() needs at least one module"
+    return module

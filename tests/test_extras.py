@@ -186,3 +186,21 @@ def test_the_core_imports_and_runs_without_any_extra() -> None:
     )
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.strip() == "core ok"
+
+
+@pytest.mark.django_db
+def test_enqueueing_a_fold_without_celery_names_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from agentmemory import services
+    from agentmemory.models import Thread
+
+    thread = Thread.objects.create(title="no celery")
+    monkeypatch.setitem(sys.modules, "celery", None)
+    forget(monkeypatch, "agentmemory.tasks")
+
+    with pytest.raises(MissingExtraError) as raised:
+        services.enqueue_fold(thread.pk)
+
+    assert raised.value.extra == "celery"
+    assert 'pip install "django-agentmemory[celery]"' in str(raised.value)
