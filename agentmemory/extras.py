@@ -14,13 +14,12 @@ from types import ModuleType
 from agentmemory.exceptions import MissingExtraError
 
 # The top-level module a feature imports -> the extra of django-agentmemory that brings it.
+# (psycopg, of the postgres extra, is reported by Django's own database backend.)
 EXTRA_OF_MODULE = {
     "rest_framework": "api",
     "drf_spectacular": "api",
     "celery": "celery",
-    "redis": "celery",
     "openai": "openai",
-    "psycopg": "postgres",
 }
 
 

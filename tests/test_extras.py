@@ -68,20 +68,17 @@ def test_the_openai_summarizer_without_openai_is_e014_naming_the_extra(
 
 
 def test_a_project_summarizer_missing_a_package_is_not_blamed_on_our_extras(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
     monkeypatch.setitem(sys.modules, "openai", None)
-    monkeypatch.syspath_prepend(str(ROOT / "tests"))
-    source = "import openai\n"
-    module = ROOT / "tests" / "_project_summarizer_probe.py"
-    module.write_text(source, encoding="utf-8")
-    try:
-        with override_settings(AGENTMEMORY={"SUMMARIZER": {
-            "BACKEND": "_project_summarizer_probe.Summarizer", "MODEL": "m",
-        }}):
-            found = {m.id for m in run_checks() if m.id and m.id.startswith("agentmemory.")}
-    finally:
-        module.unlink()
+    (tmp_path / "project_summarizer_probe.py").write_text("import openai\n", encoding="utf-8")
+    monkeypatch.syspath_prepend(str(tmp_path))
+
+    with override_settings(AGENTMEMORY={"SUMMARIZER": {
+        "BACKEND": "project_summarizer_probe.Summarizer", "MODEL": "m",
+    }}):
+        found = {m.id for m in run_checks() if m.id and m.id.startswith("agentmemory.")}
+
     assert found == {"agentmemory.E002"}
 
 

@@ -24,13 +24,11 @@ def load_summarizer(config: object) -> BaseSummarizer:
         backend_class = import_string(config["BACKEND"])
     except ImportError as exc:
         # Our own backends name the extra they need; a project's module is its own affair.
-        missing = missing_extra(f"The summarizer {config['BACKEND']}", exc)
+        backend = f"AGENTMEMORY['SUMMARIZER']['BACKEND'] = {config['BACKEND']!r}"
+        missing = missing_extra(backend, exc)
         if missing is not None and str(config["BACKEND"]).startswith("agentmemory."):
             raise missing from exc
-        raise AgentMemoryConfigurationError(
-            f"AGENTMEMORY['SUMMARIZER']['BACKEND'] = {config['BACKEND']!r} cannot be "
-            f"imported: {exc}"
-        ) from exc
+        raise AgentMemoryConfigurationError(f"{backend} cannot be imported: {exc}") from exc
     if not (isinstance(backend_class, type) and issubclass(backend_class, BaseSummarizer)):
         raise AgentMemoryConfigurationError(
             f"AGENTMEMORY['SUMMARIZER']['BACKEND'] = {config['BACKEND']!r} is not a "
