@@ -23,7 +23,7 @@ wheels=("$work"/dist/django_agentmemory-*.whl)
 [ "${#wheels[@]}" -eq 1 ] || { echo "expected one wheel, got: ${wheels[*]}" >&2; exit 1; }
 cd "$work"
 "$PYTHON" -m venv "$work/venv"
-"$work/venv/bin/python" -m pip install --quiet "${wheels[0]}[all]" >"$work/pip.log" 2>&1 \
+"$work/venv/bin/python" -m pip install --quiet --no-compile "${wheels[0]}[all]" >"$work/pip.log" 2>&1 \
   || { cat "$work/pip.log"; exit 1; }
 echo "built, checked and installed in $((SECONDS - started)) s"
 
