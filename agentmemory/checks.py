@@ -4,19 +4,22 @@ Ids: E001 unknown key, E002 summarizer, E003 recall mode, E004 integer knobs,
 E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
 E010 background work (retries, batches, queue), E011 window compaction, E012 API limits,
 W002 the API schema needs drf-spectacular's AutoSchema, E013 trust and cost settings,
-W001 the summarizer's API key variable is empty.
+E014 a configured feature's extra is not installed, W001 the summarizer's API key
+variable is empty.
 """
 
 from __future__ import annotations
 
 import os
 from datetime import timedelta
+from importlib import import_module
 from typing import Any
 
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 
 from agentmemory.conf import DEFAULTS, SETTINGS_NAME, memory_settings
-from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.exceptions import AgentMemoryConfigurationError, MissingExtraError
+from agentmemory.extras import install_command, require
 
 TIERS = ("hot", "warm", "cold")
 POSITIVE_INTS = ("PRESERVE_RECENT", "MIN_FOLD_ENTRIES", "FOLD_INPUT_LIMIT", "FOLD_BUDGET")
@@ -50,6 +53,8 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         from agentmemory.summarizers import load_summarizer
 
         summarizer = load_summarizer(summarizer_config)
+    except MissingExtraError as exc:
+        errors.append(_missing_extra(exc))
     except AgentMemoryConfigurationError as exc:
         error("SUMMARIZER", f"is not usable: {exc}",
               "Give BACKEND (a dotted path), MODEL (the model it calls) and OPTIONS.", "E002")
@@ -67,6 +72,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     if get("RECALL_MODE") not in ("inline", "background"):
         error("RECALL_MODE", f"is {get('RECALL_MODE')!r}.", "Use 'inline' or 'background'.",
               "E003")
+    elif get("RECALL_MODE") == "background":
+        try:
+            require(f"{SETTINGS_NAME}['RECALL_MODE'] = 'background' (folds run in Celery)",
+                    "celery")
+        except MissingExtraError as exc:
+            errors.append(_missing_extra(exc))
     for key in POSITIVE_INTS:
         if not _is_int(get(key)) or get(key) < 1:
             error(key, f"must be a positive integer, got {get(key)!r}.",
@@ -159,6 +170,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         error("WINDOW_RETAIN", f"is {get('WINDOW_RETAIN')!r}.",
               "Use 'conversation' (keep folded messages) or 'discard'.", "E011")
 
+    errors.extend(_check_api_installed())
     errors.extend(_check_api())
     _check_trust(error)
 
@@ -196,6 +208,32 @@ def _check_water_marks(error: Any) -> None:
     if not _is_number(wait) or wait < 0:
         error("INLINE_FOLD_WAIT", f"must be a non-negative number of seconds, got {wait!r}.",
               "The default is 10.0.", "E010")
+
+
+def _missing_extra(exc: MissingExtraError) -> CheckMessage:
+    """E014: a configured feature whose optional dependency is not installed."""
+    return Error(str(exc), hint=f"Install the {exc.extra!r} extra: {install_command(exc.extra)}",
+                 id="agentmemory.E014")
+
+
+def _check_api_installed() -> list[CheckMessage]:
+    """E014: the URLconf mounts agentmemory.api.urls but DRF or drf-spectacular is missing.
+
+    Importing the URLconf is what Django's own URL check does; an error other than ours
+    is left to that check to report.
+    """
+    from django.conf import settings
+
+    urlconf = getattr(settings, "ROOT_URLCONF", None)
+    if not urlconf:
+        return []
+    try:
+        import_module(urlconf)
+    except MissingExtraError as exc:
+        return [_missing_extra(exc)]
+    except Exception:
+        pass  # any other import error: Django's urls check reports it
+    return []
 
 
 def _check_api() -> list[CheckMessage]:

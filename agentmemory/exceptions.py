@@ -49,3 +49,12 @@ class SummarizerError(AgentMemoryError):
 
 class TransientSummarizerError(SummarizerError):
     """A summarizer failure worth retrying later (rate limit, timeout, 5xx)."""
+
+
+class MissingExtraError(AgentMemoryConfigurationError):
+    """A feature is used whose optional dependency is not installed; ``extra`` names it."""
+
+    def __init__(self, message: str, *, extra: str, module: str) -> None:
+        super().__init__(message)
+        self.extra = extra
+        self.module = module

@@ -21,6 +21,7 @@ from django.utils import timezone
 from agentmemory import signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, NotASummaryError
+from agentmemory.extras import require
 from agentmemory.folding import DeclineReason, decline, latched
 from agentmemory.ledger import quota_exceeded
 from agentmemory.messages import clean_message
@@ -548,11 +549,11 @@ def enqueue_fold(thread_id: int, *, after_outage: bool = False) -> str | None:
     """Send ``fold_thread`` to the broker and return the task id; an outage loses nothing.
 
     The database is the record of pending work: when the broker is down this logs a
-    warning and returns None, and ``sweep`` enqueues the fold once it is back.
+    warning and returns None, and ``sweep`` enqueues the fold once it is back. Without
+    Celery installed it raises MissingExtraError (the ``celery`` extra).
     """
-    from agentmemory.tasks import fold_thread
-
     global _broker_down_until
+    fold_thread = require("Background folding", "agentmemory.tasks").fold_thread
     options = fold_task_options(get_summarizer())
     if time.monotonic() < _broker_down_until and not after_outage:
         return None  # the broker failed moments ago: do not make this request wait too

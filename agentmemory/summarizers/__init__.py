@@ -8,6 +8,7 @@ from django.utils.module_loading import import_string
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.extras import missing_extra
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult, build_prompt
 
 __all__ = ["BaseSummarizer", "SummaryResult", "build_prompt", "get_summarizer", "load_summarizer"]
@@ -22,10 +23,12 @@ def load_summarizer(config: object) -> BaseSummarizer:
     try:
         backend_class = import_string(config["BACKEND"])
     except ImportError as exc:
-        raise AgentMemoryConfigurationError(
-            f"AGENTMEMORY['SUMMARIZER']['BACKEND'] = {config['BACKEND']!r} cannot be "
-            f"imported: {exc}"
-        ) from exc
+        # Our own backends name the extra they need; a project's module is its own affair.
+        backend = f"AGENTMEMORY['SUMMARIZER']['BACKEND'] = {config['BACKEND']!r}"
+        missing = missing_extra(backend, exc)
+        if missing is not None and str(config["BACKEND"]).startswith("agentmemory."):
+            raise missing from exc
+        raise AgentMemoryConfigurationError(f"{backend} cannot be imported: {exc}") from exc
     if not (isinstance(backend_class, type) and issubclass(backend_class, BaseSummarizer)):
         raise AgentMemoryConfigurationError(
             f"AGENTMEMORY['SUMMARIZER']['BACKEND'] = {config['BACKEND']!r} is not a "
