@@ -8,7 +8,8 @@ fallback: re-sign right after changing it.
 
 Signatures name their scheme (``v2:...``). Version 2 also covers the coverage rows
 (SummarySource), the fact score, missing facts, injection flags, the hold, the review
-and the expiry. A version 1 signature (no prefix, written before) still verifies over
+and the expiry; a window span's also covers the digests of what it folded (SpanSource).
+A version 1 signature (no prefix, written before) still verifies over
 the fields it covered while AGENTMEMORY['LEGACY_SIGNATURES'] is True; the next write of
 the row and ``manage.py agentmemory_verify`` re-sign it under version 2.
 """
@@ -25,7 +26,13 @@ from django.conf import settings
 from django.utils.crypto import salted_hmac
 
 from agentmemory.conf import memory_settings
-from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage, SummarySource
+from agentmemory.models import (
+    FoldedSpan,
+    MemoryEntry,
+    SpanSource,
+    SummaryCoverage,
+    SummarySource,
+)
 
 _SALT = "agentmemory.signing"
 
@@ -167,12 +174,24 @@ def _span_payload_v1(span: FoldedSpan) -> dict[str, Any]:
     }
 
 
-def span_payload(span: FoldedSpan) -> dict[str, Any]:
-    """What a span's signature covers: its frame, folded messages and provenance, the
-    fact gate's score and missing facts, the injection flags, and its expiry."""
+def span_derivation(span: FoldedSpan) -> list[str]:
+    """The digests of the messages a span folded, by position (its SpanSource rows)."""
+    if span.pk is None:
+        return []
+    rows = SpanSource.objects.filter(span=span).order_by("position").values_list(
+        "position", "digest"
+    )
+    return [digest for _, digest in dict(rows).items()]
+
+
+def span_payload(span: FoldedSpan, derivation: Sequence[str]) -> dict[str, Any]:
+    """What a span's signature covers: its frame, folded messages and provenance, what
+    it was made from (the digests of its SpanSource rows), the fact gate's score and
+    missing facts, the injection flags, and its expiry."""
     return {
         **_span_payload_v1(span),
         "scheme": SCHEME,
+        "derivation": list(derivation),
         "fact_score": span.fact_score,
         "missing_facts": span.missing_facts,
         "injection_flags": span.injection_flags,
@@ -180,14 +199,19 @@ def span_payload(span: FoldedSpan) -> dict[str, Any]:
     }
 
 
-def sign_span(span: FoldedSpan) -> str:
-    return _PREFIX + _sign(span_payload(span))
+def sign_span(span: FoldedSpan, derivation: Sequence[str] | None = None) -> str:
+    """The current scheme's signature; ``derivation`` is read from the database if
+    omitted (`span_derivation`)."""
+    if derivation is None:
+        derivation = span_derivation(span)
+    return _PREFIX + _sign(span_payload(span, derivation))
 
 
 def span_is_intact(span: FoldedSpan) -> bool:
     if is_legacy(span.signature):
         return _legacy_matches(span.signature, _span_payload_v1(span))
-    return _matches(span.signature.removeprefix(_PREFIX), span_payload(span))
+    payload = span_payload(span, span_derivation(span))
+    return _matches(span.signature.removeprefix(_PREFIX), payload)
 
 
 def _instant(value: datetime | None) -> str | None:

@@ -39,6 +39,7 @@ from agentmemory.models import (
     FoldedSpan,
     MemoryEntry,
     OwnerQuota,
+    SpanSource,
     SummarizerCall,
     SummaryCoverage,
     SummarySource,
@@ -660,3 +661,29 @@ def test_concurrent_folds_of_one_owner_admit_only_the_estimates_the_quota_holds(
     assert spent == admitted * (estimate + error)
     assert spent <= quota + admitted * error  # each admitted call's estimate error, no more
     assert time.monotonic() - started < 30
+
+
+@pytest.mark.parametrize("edit", ["digest", "deleted", "added"])
+def test_an_edit_of_what_a_span_was_made_from_is_detected(edit: str) -> None:
+    window = [{"role": "user", "content": "Handle the refunds."}] + [
+        {"role": ("assistant", "user")[n % 2],
+         "content": f"Refund request {n}: the parcel never arrived and the customer asks "
+         "for the money back on the original card, as the shop promised."}
+        for n in range(12)
+    ]
+    with override_settings(AGENTMEMORY={"WINDOW": WINDOW}):
+        span = compact(make_thread(), window).span
+    assert span is not None and signing.span_is_intact(span)
+    sources = SpanSource.objects.filter(span=span).order_by("position")
+    assert sources.count() >= 2
+
+    first = sources.first()
+    assert first is not None
+    if edit == "digest":
+        SpanSource.objects.filter(pk=first.pk).update(digest="0" * 64)
+    elif edit == "deleted":
+        SpanSource.objects.filter(span=span, position=first.position).delete()
+    else:
+        SpanSource.objects.create(span=span, position=99, digest="f" * 64)
+
+    assert not signing.span_is_intact(FoldedSpan.objects.get(pk=span.pk))

@@ -199,7 +199,7 @@ def _journal(
                 created_at=now,
                 expires_at=now + ttl if ttl is not None else None,
             )
-            span.signature = sign_span(span)
+            span.signature = sign_span(span, derivation=message_digests(selection.drop))
             span.save(force_insert=True)
             if nested_keys:
                 span.nested_spans.set(
@@ -214,9 +214,7 @@ def _journal(
 def record_sources(span: FoldedSpan, messages: Sequence[WindowMessage]) -> None:
     """Write what the span was made from, whatever ``retain`` is: per folded message its
     digest and every entry of the thread that is that message (law 7)."""
-    digests = [
-        message_digest(m.role, m.content, m.tool_calls, m.tool_call_id) for m in messages
-    ]
+    digests = message_digests(messages)
     entries: dict[str, list[int | None]] = {}
     candidates = MemoryEntry.objects.filter(
         thread_id=span.thread_id, content__in={m.content for m in messages}
@@ -228,6 +226,12 @@ def record_sources(span: FoldedSpan, messages: Sequence[WindowMessage]) -> None:
         for position, digest in enumerate(digests)
         for entry_id in entries.get(digest) or [None]
     )
+
+
+def message_digests(messages: Sequence[WindowMessage]) -> list[str]:
+    """The digest of each message, in order: what `record_sources` writes and the
+    span's signature covers."""
+    return [message_digest(m.role, m.content, m.tool_calls, m.tool_call_id) for m in messages]
 
 
 def entry_digest(entry: MemoryEntry) -> str:
