@@ -41,7 +41,7 @@ from agentmemory.pipeline.budget import DECAYED, OVER_BUDGET, context_room, pick
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import entry_line, format_context
-from agentmemory.pipeline.load import Loaded, load_oldest, load_visible, row_cap
+from agentmemory.pipeline.load import Loaded, load_oldest, load_visible
 from agentmemory.pipeline.plan import fold_pressure, next_fold
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
@@ -396,7 +396,7 @@ def settle(
         entries, complete = loaded.entries, loaded.complete
         if not complete:
             # More history than the room could hold: fold it forward from its oldest end.
-            oldest = load_oldest(thread, config, at, row_cap(config, config.input_limit))
+            oldest = load_oldest(thread, config, at, config.input_limit)
             entries, complete = oldest.entries, oldest.complete
         plan = next_fold(entries, room, config, complete=complete)
         if plan is None:
@@ -456,7 +456,7 @@ def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
     entries, complete = loaded.entries, loaded.complete
     if config.budget_driven:
         if not complete:
-            oldest = load_oldest(thread, config, now, row_cap(config, config.input_limit))
+            oldest = load_oldest(thread, config, now, config.input_limit)
             entries, complete = oldest.entries, oldest.complete
         plan = next_fold(entries, room, config, complete=complete)
     else:

@@ -19,6 +19,8 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
 from agentmemory.pipeline.config import RecallConfig
@@ -141,3 +143,65 @@ def test_the_load_reads_a_folded_thread_through_the_partial_index(
 
     assert_reads_visible_index(sql)
     assert len(LOADS[order](thread, config).entries) == TAIL + 2
+
+
+def unfolded_thread(messages: int, token_counts: list[int]) -> Thread:
+    thread = make_thread()
+    MemoryEntry.objects.bulk_create(
+        MemoryEntry(thread=thread, role=Role.USER if n % 2 else Role.ASSISTANT,
+                    content=f"message {n}", turn=(n + 1) // 2, position=n,
+                    token_count=token_counts[n % len(token_counts)],
+                    created_at=NOW - timedelta(hours=1), expires_at=NOW + timedelta(days=1))
+        for n in range(1, messages + 1)
+    )  # fmt: skip
+    return thread
+
+
+@pytest.mark.parametrize("analyzed", [False, True], ids=["fresh", "analyzed"])
+def test_every_page_of_a_backfill_reads_the_partial_index(analyzed: bool) -> None:
+    """A backfill's oldest rows come in pages; each page is a read of the partial index,
+    not a walk over the covered rows before the backlog (here 2,000 of them)."""
+    thread = unfolded_thread(3_000, [3])
+    summary = MemoryEntry.objects.create(
+        thread=thread, kind=EntryKind.SUMMARY, role=Role.SYSTEM, content="summary",
+        turn=1_000, position=2_000, token_count=3, summary_key="msg-summary-1-2000",
+        created_at=NOW - timedelta(hours=1),
+    )  # fmt: skip
+    MemoryEntry.objects.filter(
+        thread=thread, kind=EntryKind.MESSAGE, position__lte=2_000
+    ).update(covered_by=summary)
+    if analyzed:
+        with connection.cursor() as cursor:
+            cursor.execute(f"ANALYZE {TABLE}")
+    with CaptureQueriesContext(connection) as captured:
+        loaded = load_oldest(thread, RecallConfig.build(), NOW, 200)
+    selects = [q["sql"] for q in captured.captured_queries if f'FROM "{TABLE}"' in q["sql"]]
+    assert len(selects) == 2, selects  # 64 rows of 4 tokens, then 128: past 2 x 200
+    assert len(loaded.entries) == 192 and not loaded.complete
+    assert loaded.entries[0] == summary
+    for sql in selects:
+        assert_reads_visible_index(sql)
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    messages=st.integers(0, 400),
+    token_counts=st.lists(st.integers(0, 90), min_size=1, max_size=7),
+    tokens=st.integers(1, 3_000),
+)
+def test_a_backfill_slice_is_the_oldest_rows_up_to_twice_the_input_limit(
+    messages: int, token_counts: list[int], tokens: int
+) -> None:
+    thread = unfolded_thread(messages, token_counts)
+    everything = list(
+        MemoryEntry.objects.filter(thread=thread).order_by("position", "id")
+    )
+    loaded = load_oldest(thread, RecallConfig.build(), NOW, tokens)
+    ids = [entry.pk for entry in loaded.entries]
+    assert ids == [entry.pk for entry in everything[: len(ids)]]  # a prefix, in order
+    held = sum(entry.token_count + 1 for entry in loaded.entries)
+    if loaded.complete:
+        assert len(ids) == len(everything)
+    else:
+        assert len(ids) < len(everything) and held >= 2 * tokens

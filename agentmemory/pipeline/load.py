@@ -14,12 +14,18 @@ from django.db.models import Q
 
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.plan import entry_cost
 from agentmemory.querysets import MemoryEntryQuerySet
 
 #: Each entry costs at least two tokens in a context (its text and the line break), so a
 #: room of R tokens never holds more than R // 2 entries. The hard cap bounds a recall
 #: with a huge budget on a thread that was never folded.
 MAX_LOAD_ROWS = 20_000
+
+#: A backfill's first page of oldest rows is its input limit divided by this: a page of
+#: 500 rows at the default 16,000 tokens, more than an input limit's worth of messages
+#: of 64 tokens or more, so one query is the usual case.
+OLDEST_PAGE_DIVISOR = 32
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,25 @@ def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int)
     return _split(rows, now, complete=len(rows) < cap)
 
 
-def load_oldest(thread: Thread, config: RecallConfig, now: datetime, limit: int) -> Loaded:
-    """The oldest visible entries: where a backfill is folded forward from."""
-    rows = list(_candidates(thread, config, now).order_by("position", "id")[:limit])
-    return _split(rows, now, complete=len(rows) < limit)
+def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int) -> Loaded:
+    """The oldest visible entries, where a backfill is folded forward from: pages of rows
+    until they hold twice ``tokens`` (a fold's input limit), so the slice always reaches
+    past the span a fold may read, or until none are left.
+
+    Reading by tokens, not by the row cap of a room of ``tokens``, keeps each fold of a
+    long backfill to a few hundred rows."""
+    rows: list[MemoryEntry] = []
+    held = 0
+    page = max(64, tokens // OLDEST_PAGE_DIVISOR)
+    candidates = _candidates(thread, config, now).order_by("position", "id")
+    while True:
+        # An offset, not a keyset on (position, id): the OR a keyset needs steers SQLite
+        # off the partial index, and re-reading the earlier pages costs less than that.
+        fetched = list(candidates[len(rows) : len(rows) + page])
+        rows.extend(fetched)
+        held += sum(map(entry_cost, fetched))
+        if len(fetched) < page:
+            return _split(rows, now, complete=True)
+        if held >= 2 * tokens or len(rows) >= MAX_LOAD_ROWS:
+            return _split(rows, now, complete=False)
+        page *= 2
