@@ -369,8 +369,8 @@ SPAN_EDITS: dict[str, dict[str, Any]] = {
 }
 
 
-@pytest.mark.parametrize("edit", list(SPAN_EDITS))
-def test_an_edit_of_a_spans_trusted_fields_is_detected(edit: str) -> None:
+def signed_span() -> FoldedSpan:
+    """A window span just written: signed, intact."""
     window = [{"role": "user", "content": "Handle the refunds."}] + [
         {"role": ("assistant", "user")[n % 2],
          "content": f"Refund request {n}: the parcel never arrived and the customer asks "
@@ -380,6 +380,12 @@ def test_an_edit_of_a_spans_trusted_fields_is_detected(edit: str) -> None:
     with override_settings(AGENTMEMORY={"WINDOW": WINDOW}):
         span = compact(make_thread(), window).span
     assert span is not None and signing.span_is_intact(span)
+    return span
+
+
+@pytest.mark.parametrize("edit", list(SPAN_EDITS))
+def test_an_edit_of_a_spans_trusted_fields_is_detected(edit: str) -> None:
+    span = signed_span()
 
     FoldedSpan.objects.filter(pk=span.pk).update(**SPAN_EDITS[edit])
 
@@ -665,15 +671,7 @@ def test_concurrent_folds_of_one_owner_admit_only_the_estimates_the_quota_holds(
 
 @pytest.mark.parametrize("edit", ["digest", "deleted", "added"])
 def test_an_edit_of_what_a_span_was_made_from_is_detected(edit: str) -> None:
-    window = [{"role": "user", "content": "Handle the refunds."}] + [
-        {"role": ("assistant", "user")[n % 2],
-         "content": f"Refund request {n}: the parcel never arrived and the customer asks "
-         "for the money back on the original card, as the shop promised."}
-        for n in range(12)
-    ]
-    with override_settings(AGENTMEMORY={"WINDOW": WINDOW}):
-        span = compact(make_thread(), window).span
-    assert span is not None and signing.span_is_intact(span)
+    span = signed_span()
     sources = SpanSource.objects.filter(span=span).order_by("position")
     assert sources.count() >= 2
 
