@@ -55,6 +55,20 @@ class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
     def newest_first(self) -> MemoryEntryQuerySet:
         return self.order_by("-position", "-id")
 
+    def tool_call_ids(self) -> tuple[set[str], set[str]]:
+        """The tool call ids these entries call, and those their tool results answer."""
+        called: set[str] = set()
+        answered: set[str] = set()
+        rows = self.filter(kind="message", role__in=["assistant", "tool"]).values_list(
+            "role", "tool_calls", "tool_call_id"
+        )
+        for role, calls, answer in rows:
+            if role == "tool":
+                answered.add(answer)
+            else:
+                called.update(str(call.get("id", "")) for call in calls or [])
+        return called, answered
+
 
 class ThreadQuerySet(models.QuerySet["Thread"]):
     def owned_by(self, user: object) -> ThreadQuerySet:

@@ -20,10 +20,10 @@ from django.utils import timezone
 
 from agentmemory import signals
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import InvalidMessageError, NotASummaryError
+from agentmemory.exceptions import MessageConflictError, NotASummaryError
 from agentmemory.folding import DeclineReason, decline, latched
 from agentmemory.ledger import quota_exceeded
-from agentmemory.messages import clean_message
+from agentmemory.messages import check_tool_call_ids, clean_message
 from agentmemory.models import (
     EntryKind,
     FoldedSpan,
@@ -100,7 +100,10 @@ def append(
     ``tool_calls`` (assistant: ``[{"id", "name", "arguments"}]``), ``tool_name`` and
     ``tool_call_id`` (tool), ``turn``, ``tier`` and ``metadata``. When ``turn`` is
     omitted, each user message opens a new turn and the others join the current one.
-    Any invalid message raises `InvalidMessageError` and nothing is stored.
+    Any invalid message raises `InvalidMessageError` and nothing is stored; one that
+    conflicts with the thread (a turn before its current turn, a tool call id already
+    used, a tool result for a call not stored before it, a call answered twice) raises
+    its subclass `MessageConflictError` (`ToolCallIdError` names the id).
     """
     batch = [messages] if isinstance(messages, Mapping) else list(messages)
     cleaned = [clean_message(message, index) for index, message in enumerate(batch)]
@@ -115,12 +118,14 @@ def append(
             pk=thread.pk
         )
         position, turn = locked.last_position, locked.last_turn
+        if any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned):
+            check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
         entries = []
         for index, message in enumerate(cleaned):
             position += 1
             if message.get("turn") is not None:
                 if message["turn"] < turn:
-                    raise InvalidMessageError(
+                    raise MessageConflictError(
                         f"turn {message['turn']} is before the thread's current turn {turn}.",
                         field="turn",
                         index=index,

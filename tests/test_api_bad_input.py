@@ -134,7 +134,6 @@ def endpoint(thread: Thread, tail: str) -> str:
         ({"role": "user", "content": "hi", "turn": "two"}, "turn"),
         ({"role": "user", "content": "hi", "turn": 1.5}, "turn"),
         ({"role": "user", "content": "hi", "turn": HUGE}, "turn"),
-        ({"role": "user", "content": "hi", "turn": 1}, "turn"),  # before the current turn
         ({"role": "user", "content": "hi", "tier": "lukewarm"}, "tier"),
         ({"role": "user", "content": "hi", "metadata": "tag"}, "metadata"),
         ({"role": "user", "content": "hi", "metadata": ["tag"]}, "metadata"),
@@ -190,7 +189,7 @@ def test_a_batch_over_the_limit_is_refused(
         (7, {"role": "user", "content": "x", "tool_calls": [{"id": "c", "name": "n"}]},
          "tool_calls"),
         (2, {"role": "user", "content": "x", "extra": True}, "extra"),
-        (6, {"role": "user", "content": "x", "turn": 1}, "turn"),
+        (6, {"role": "user", "content": "x", "turn": 1}, "turn"),  # a conflict: 409
     ],
 )
 def test_one_bad_entry_in_a_batch_writes_nothing(
@@ -200,7 +199,8 @@ def test_one_bad_entry_in_a_batch_writes_nothing(
     batch[index] = broken
     thread_before = Thread.objects.values("last_turn", "last_position").get(pk=thread.pk)
     before = rows()
-    body = bad(post_json(client, entries(thread), {"entries": batch}), "entries")
+    status = 409 if field == "turn" else 400
+    body = bad(post_json(client, entries(thread), {"entries": batch}), "entries", status=status)
     errors = item_errors(body["entries"])
     assert list(errors) == [index] and field in errors[index], body
     assert rows() == before

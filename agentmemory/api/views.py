@@ -12,7 +12,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
@@ -26,7 +26,7 @@ from agentmemory.api import serializers as s
 from agentmemory.api.permissions import authenticated_user, expandable_thread, owned_thread
 from agentmemory.api.throttling import AgentMemoryThrottle
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import InvalidMessageError
+from agentmemory.exceptions import InvalidMessageError, MessageConflictError
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -68,20 +68,30 @@ class MemoryAPIView(APIView):
         return owned_thread(self.request, self.kwargs["thread_id"])
 
 
+class Conflict(APIException):
+    """409: well-formed input that conflicts with what is stored (the body names the
+    field and says why, in the shape of a 400)."""
+
+    status_code = status.HTTP_409_CONFLICT
+    default_detail = "The request conflicts with the stored state."
+    default_code = "conflict"
+
+
 def message_error(
     exc: InvalidMessageError, *, batch: int | None = None, key: str = "entries"
-) -> ValidationError:
+) -> APIException:
     """A domain validation error as DRF field errors (per item for a batch, in the shape
-    DRF gives its own list errors)."""
+    DRF gives its own list errors): a 409 for a conflict with the thread, else a 400."""
+    error = Conflict if isinstance(exc, MessageConflictError) else ValidationError
     detail = {exc.field: [str(exc)]}
     if batch is None or exc.index is None:
-        return ValidationError(detail)
+        return error(detail)
     if getattr(api_settings, "LIST_SERIALIZER_ERRORS_AS_DICT", False):
         # Keyed by int index, as ListSerializer keys its own; the stubs allow str keys only.
-        return ValidationError({key: {exc.index: detail}})  # type: ignore[dict-item]
+        return error({key: {exc.index: detail}})  # type: ignore[dict-item]
     items: list[dict[str, Any]] = [{} for _ in range(batch)]
     items[exc.index] = detail
-    return ValidationError({key: items})
+    return error({key: items})
 
 
 # ---------------------------------------------------------------- threads
