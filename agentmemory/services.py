@@ -833,6 +833,10 @@ def spans_retaining(entry: MemoryEntry) -> list[int]:
 def erase_thread(thread: Thread) -> None:
     """Delete a thread with everything in it: entries, summaries, spans, latches."""
     with transaction.atomic():
+        # The thread's row lock first, as append takes it: two erasures of one thread (two
+        # workers) queue instead of deadlocking on its rows, and the second finds it gone.
+        if not Thread.objects.select_for_update().filter(pk=thread.pk).exists():
+            return
         # Clear coverage links first so deletion is not one SET NULL per summary.
         MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
         thread.delete()

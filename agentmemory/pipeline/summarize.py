@@ -187,13 +187,20 @@ def plan_span(span: list[MemoryEntry], config: RecallConfig) -> FoldPlan | None:
 def _first_whole_turn(loaded: list[MemoryEntry], starts: list[bool], cut: int) -> int:
     """Where the first whole turn starts: the load's far edge may cut its oldest turn (and
     a tool call from its results) in two, and half a turn is never folded. Only that
-    turn is in doubt: a thread without user messages (explicit turns) still folds."""
+    turn is in doubt: a thread without user messages (explicit turns) still folds. The
+    turns skipped stay verbatim, so the span starts past the results of their calls."""
     if cut == 0 or loaded[0].is_summary or loaded[0].role == Role.USER:
         return 0
-    for index in range(1, cut):
-        if starts[index]:
-            return index
-    return cut
+    start = next((index for index in range(1, cut) if starts[index]), cut)
+    while True:
+        skipped = {str(c.get("id", "")) for e in loaded[:start] for c in e.tool_calls or []}
+        answered = [
+            i for i in range(start, cut)
+            if loaded[i].role == Role.TOOL and loaded[i].tool_call_id in skipped
+        ]
+        if not answered:
+            return start
+        start = next((i for i in range(max(answered) + 1, cut) if starts[i]), cut)
 
 
 def _keep_tool_calls_with_results(loaded: list[MemoryEntry], cut: int) -> int:
