@@ -73,3 +73,10 @@ class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
 class ThreadQuerySet(models.QuerySet["Thread"]):
     def owned_by(self, user: object) -> ThreadQuerySet:
         return self.filter(owner=user)
+
+    def lock(self, pk: int) -> bool:
+        """Take the thread's row lock (inside a transaction); False if it is gone.
+
+        Every write that touches a thread's rows takes this lock first (append, write-back,
+        erasure, unfold), so concurrent writers queue instead of deadlocking."""
+        return self.select_for_update().filter(pk=pk).exists()

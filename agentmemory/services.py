@@ -730,6 +730,7 @@ def unfold(summary: MemoryEntry) -> int:
     """
     _require_summary(summary)
     with transaction.atomic():
+        Thread.objects.lock(summary.thread_id)
         ids = [summary.pk, *derived_summaries([summary])]
         # The same spans are latched: the next recall is verbatim, not a paid refold.
         latch_summaries(ids, UNFOLDED)
@@ -805,6 +806,8 @@ def erase_entry(entry: MemoryEntry) -> None:
     """Delete an entry and every summary derived from it, with the receipts that showed
     them, in one transaction (law 7)."""
     with transaction.atomic():
+        if not Thread.objects.lock(entry.thread_id):
+            return
         ids = [entry.pk, *derived_summaries([entry])]
         RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
         FoldedSpan.objects.filter(pk__in=spans_retaining(entry)).delete()
@@ -833,10 +836,8 @@ def spans_retaining(entry: MemoryEntry) -> list[int]:
 def erase_thread(thread: Thread) -> None:
     """Delete a thread with everything in it: entries, summaries, spans, latches."""
     with transaction.atomic():
-        # The thread's row lock first, as append takes it: two erasures of one thread (two
-        # workers) queue instead of deadlocking on its rows, and the second finds it gone.
-        if not Thread.objects.select_for_update().filter(pk=thread.pk).exists():
-            return
+        if not Thread.objects.lock(thread.pk):
+            return  # erased meanwhile by another request
         # Clear coverage links first so deletion is not one SET NULL per summary.
         MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
         thread.delete()

@@ -9,8 +9,6 @@ Both answer field errors: ``{"<field>": ["<reason>"]}``, nested for items.
 
 from __future__ import annotations
 
-from typing import Any
-
 from rest_framework import status
 from rest_framework.exceptions import APIException, ValidationError
 from rest_framework.request import Request

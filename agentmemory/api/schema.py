@@ -26,23 +26,25 @@ DETAIL = {
     "properties": {"detail": {"type": "string"}},
     "required": ["detail"],
 }
-#: Any JSON value a JSON column takes: no NUL in a string or a key (PostgreSQL).
+#: Any JSON value a JSON column takes: no NUL in a string or a key (PostgreSQL); null
+#: inside arrays and objects, not at the top (the field itself is not nullable).
+NESTED_JSON = {"nullable": True, "allOf": [{"$ref": "#/components/schemas/StorableJSON"}]}
 STORABLE_JSON = {
-    "description": "Any JSON value without NUL characters, nested at most 64 levels.",
-    "nullable": True,
+    "description": "Any JSON value but null, without NUL characters, nested at most 64 "
+    "levels.",
     "anyOf": [
         {"type": "string", "pattern": "^[^\\u0000]*$"},
         {"type": "number"},
         {"type": "boolean"},
-        {"type": "array", "items": {"$ref": "#/components/schemas/StorableJSON"}},
+        {"type": "array", "items": NESTED_JSON},
         {"type": "object", "propertyNames": {"pattern": "^[^\\u0000]*$"},
-         "additionalProperties": {"$ref": "#/components/schemas/StorableJSON"}},
+         "additionalProperties": NESTED_JSON},
     ],
 }
 JSON_OBJECT = {
     "type": "object",
     "propertyNames": {"pattern": "^[^\\u0000]*$"},
-    "additionalProperties": {"$ref": "#/components/schemas/StorableJSON"},
+    "additionalProperties": NESTED_JSON,
 }
 
 ERRORS = {

@@ -29,5 +29,5 @@ urlpatterns = [
     path(f"{thread}savings/", views.ThreadSavings.as_view(), name="thread-savings"),
     path("savings/", views.OwnerSavings.as_view(), name="owner-savings"),
     path("schema/", views.MemorySchemaView.as_view(), name="schema"),
-    re_path(r"", views.UnknownPath.as_view()),
+    re_path(r"", views.UnknownPath.as_view(), name="unknown-path"),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, QuerySet, Sum
 from django.http import Http404
@@ -88,6 +89,11 @@ class MemoryAPIView(APIView):
 
     def thread(self) -> Thread:
         return owned_thread(self.request, self.kwargs["thread_id"])
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, RequestDataTooBig):  # Django's own size check: its 400 page
+            exc = RequestTooLarge(str(exc))
+        return super().handle_exception(exc)
 
 
 def message_error(
