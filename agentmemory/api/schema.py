@@ -26,26 +26,10 @@ DETAIL = {
     "properties": {"detail": {"type": "string"}},
     "required": ["detail"],
 }
-#: Any JSON value a JSON column takes: no NUL in a string or a key (PostgreSQL); null
-#: inside arrays and objects, not at the top (the field itself is not nullable).
-NESTED_JSON = {"nullable": True, "allOf": [{"$ref": "#/components/schemas/StorableJSON"}]}
-STORABLE_JSON = {
-    "description": "Any JSON value but null, without NUL characters, nested at most 64 "
-    "levels.",
-    "anyOf": [
-        {"type": "string", "pattern": "^[^\\u0000]*$"},
-        {"type": "number"},
-        {"type": "boolean"},
-        {"type": "array", "items": NESTED_JSON},
-        {"type": "object", "propertyNames": {"pattern": "^[^\\u0000]*$"},
-         "additionalProperties": NESTED_JSON},
-    ],
-}
-JSON_OBJECT = {
-    "type": "object",
-    "propertyNames": {"pattern": "^[^\\u0000]*$"},
-    "additionalProperties": NESTED_JSON,
-}
+#: Any JSON a JSON column takes. Not spelled as a recursive schema (generators choke on
+#: one): the two limits are stated in words.
+JSON_LIMITS = "Any JSON; no NUL character in a string or a key, nested at most 64 levels."
+JSON_OBJECT = {"type": "object", "additionalProperties": {}, "description": JSON_LIMITS}
 
 ERRORS = {
     400: ("The request's shape is wrong: a field, a type or a bound (the schema's rules).",
@@ -82,7 +66,7 @@ BLANK = "^\\s*$"
 def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bool
                 ) -> dict[str, Any]:
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
-    schemas.update(FieldErrors=FIELD_ERRORS, ErrorDetail=DETAIL, StorableJSON=STORABLE_JSON)
+    schemas.update(FieldErrors=FIELD_ERRORS, ErrorDetail=DETAIL)
     for name, schema in schemas.items():
         if name.endswith("Request"):
             _request_body(schema)
@@ -108,20 +92,19 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
 
 def _request_body(schema: dict[str, Any]) -> None:
     """Unknown fields are refused; strings never hold NUL; trimmed required strings are
-    not blank; JSON fields hold storable JSON."""
+    not blank; JSON fields say what a JSON column takes."""
     schema["additionalProperties"] = False
     for name, field in schema.get("properties", {}).items():
         if field.get("type") == "string" and "enum" not in field and "format" not in field:
             field["pattern"] = NOT_BLANK if field.get("minLength") else NO_NUL
-        elif name in ("metadata",):
+        elif name == "metadata":
+            description = field.get("description")
             field.clear()
             field.update(JSON_OBJECT)
+            if description:
+                field["description"] = f"{description} {JSON_LIMITS}"
         elif name == "arguments":
-            default = field.get("default")
-            field.clear()
-            field.update({"$ref": "#/components/schemas/StorableJSON"})
-            if default is not None:
-                field["default"] = default
+            field["description"] = JSON_LIMITS
 
 
 def _message(schema: dict[str, Any]) -> None:
