@@ -45,7 +45,8 @@ def free_port() -> int:
 
 
 def seed(round_name: str) -> dict[str, Any]:
-    """Users, a token, and threads with entries, nested summaries and a folded span."""
+    """Users, a token, and threads with entries, nested summaries, a folded span and a
+    recall receipt."""
     import django
 
     django.setup()
@@ -54,7 +55,7 @@ def seed(round_name: str) -> dict[str, Any]:
     from rest_framework.authtoken.models import Token
 
     from agentmemory import services
-    from agentmemory.models import EntryKind, MemoryEntry, Thread
+    from agentmemory.models import EntryKind, MemoryEntry, RecallReceipt, Thread
 
     def turns(first: int, count: int) -> list[dict[str, Any]]:
         messages: list[dict[str, Any]] = []
@@ -85,6 +86,7 @@ def seed(round_name: str) -> dict[str, Any]:
         services.fold(thread, **knobs)
         window = [{"role": "user", "content": "Chase the late orders."}, *turns(1, 12)[1:]]
         services.compact(thread, window)
+        services.recall(thread, 2000)  # a receipt (the example project records them)
         threads.append(thread.pk)
     entries = MemoryEntry.objects.filter(thread_id__in=threads)
     summaries = list(entries.filter(kind=EntryKind.SUMMARY).values_list("pk", flat=True))
@@ -95,13 +97,16 @@ def seed(round_name: str) -> dict[str, Any]:
         "threads": threads,
         "entries": messages[::4] + summaries,
         "summaries": summaries,
+        "receipts": list(
+            RecallReceipt.objects.filter(thread_id__in=threads).values_list("pk", flat=True)
+        ),
     }
 
 
 def config_file(directory: Path, ids: dict[str, Any]) -> Path:
     """Path ids come from the seeded rows most of the time, and are random otherwise."""
     lines = []
-    for name in ("threads", "entries", "summaries"):
+    for name in ("threads", "entries", "summaries", "receipts"):
         lines += [f"[dictionaries.{name}]", f"values = {json.dumps(ids[name])}", ""]
     # The token as the schema's tokenAuth scheme: Schemathesis then knows the credentials
     # are real, and probes each scheme (a bogus session cookie, no token) on its own.
@@ -114,6 +119,7 @@ def config_file(directory: Path, ids: dict[str, Any]) -> Path:
         '"path.thread_id" = { dictionary = "threads", probability = 0.9 }',
         '"path.entry_id" = { dictionary = "entries", probability = 0.8 }',
         '"path.summary_id" = { dictionary = "summaries", probability = 0.8 }',
+        '"path.receipt_id" = { dictionary = "receipts", probability = 0.8 }',
     ]
     path = directory / f"schemathesis-{ids['token'][:8]}.toml"
     path.write_text("\n".join(lines) + "\n")

@@ -104,7 +104,9 @@ def _request_body(schema: dict[str, Any]) -> None:
             if description:
                 field["description"] = f"{description} {JSON_LIMITS}"
         elif name == "arguments":
-            field["description"] = JSON_LIMITS
+            field.update(description=JSON_LIMITS, anyOf=[
+                {"type": kind} for kind in ("string", "number", "boolean", "array", "object")
+            ])  # any JSON but null
 
 
 def _message(schema: dict[str, Any]) -> None:
