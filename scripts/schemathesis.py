@@ -4,10 +4,10 @@ Serves the example project with gunicorn (``--workers``, at least 2) on 127.0.0.
 fresh PostgreSQL database (``<PGDATABASE>_fuzz``, dropped afterwards), migrated and
 seeded with a token user whose threads hold entries, nested summaries and a folded
 span, so generated ids often name real rows. Then runs the Schemathesis CLI with
-**all** checks and every phase (examples, coverage, fuzzing, stateful links), once with
-the fixed ``--seed`` and once with a random one (printed, to replay a failure): each
-round first every operation except DELETE, then the DELETEs (so erasing a thread early
-does not turn the rest of the round into 404s), over freshly seeded threads. Exits
+**all** checks and every phase (examples, coverage, fuzzing, stateful links), with the
+fixed ``--seed`` and with a random one (printed, to replay a failure) as two runs at
+once, each over its own seeded threads: first every operation except DELETE, then the
+DELETEs (so erasing a thread early does not turn the rest into 404s). Exits
 non-zero on any failure, on a server error in gunicorn's log, or when fewer than
 ``--min-requests`` requests ran. Nothing leaves 127.0.0.1.
 
@@ -159,13 +159,19 @@ def iter_cases(finished: dict[str, Any]) -> Any:
 
 
 def fuzz(schema: str, config: Path, report: Path, args: argparse.Namespace,
-         seed_value: int, methods: list[str]) -> int:
+         seed_value: int, methods: list[str]) -> subprocess.Popen[bytes]:
+    """Start one Schemathesis run; its output goes to ``report`` with a .log suffix.
+
+    One thread per run: Hypothesis' generation is not thread-safe on Python 3.11 (it
+    crashed with ``AST constructor recursion depth mismatch`` under ``--workers 2``), so
+    concurrency comes from running the two seeds' rounds as two processes at once.
+    """
     command = [
         SCHEMATHESIS, "--config-file", str(config), "run", schema,
         "--checks", CHECKS,
         "--max-examples", str(args.max_examples),
         "--seed", str(seed_value),
-        "--workers", "2",
+        "--workers", "1",
         "--phases", "examples,coverage,fuzzing,stateful",
         "--generation-database", "none",
         "--request-timeout", "30",
@@ -176,7 +182,9 @@ def fuzz(schema: str, config: Path, report: Path, args: argparse.Namespace,
     ]
     print("$", " ".join(command[:1] + ["..."] + command[4:5]), f"--seed {seed_value}",
           " ".join(methods), flush=True)
-    return subprocess.run(command, cwd=report.parent, check=False).returncode
+    output = report.with_suffix(".log").open("wb")
+    return subprocess.Popen(command, cwd=report.parent, stdout=output,
+                            stderr=subprocess.STDOUT)
 
 
 def recreate_database(name: str, *, drop_only: bool = False) -> None:
@@ -204,6 +212,8 @@ def main() -> int:
     seeds = [args.seed, args.random_seed if args.random_seed is not None
              else random.SystemRandom().randrange(2**31)]
 
+    # A terminated run still stops its server and drops its database (the finally below).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # Loopback only: no proxy may stand between the client and the server.
     os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
     for key, default in (("PGHOST", "127.0.0.1"), ("PGPORT", "5432"), ("PGUSER", "postgres")):
@@ -235,14 +245,17 @@ def main() -> int:
         wait_for(schema, server)
         started = time.monotonic()
         codes, reports = [], []
-        for number, seed_value in enumerate(seeds, 1):
-            ids = seed(f"round{number}")
-            config = config_file(work, ids)
-            for part, methods in ((1, ["--exclude-method", "DELETE"]),
-                                  (2, ["--include-method", "DELETE"])):
+        configs = [config_file(work, seed(f"round{number}")) for number in (1, 2)]
+        for part, methods in ((1, ["--exclude-method", "DELETE"]),
+                              (2, ["--include-method", "DELETE"])):
+            runs = []
+            for number, (seed_value, config) in enumerate(zip(seeds, configs, strict=True), 1):
                 report = work / f"report-{number}-{part}.ndjson"
-                codes.append(fuzz(schema, config, report, args, seed_value, methods))
+                runs.append(fuzz(schema, config, report, args, seed_value, methods))
                 reports.append(report)
+            for run, report in zip(runs, reports[-2:], strict=True):
+                codes.append(run.wait())
+                print(report.with_suffix(".log").read_text(errors="replace"), flush=True)
         cases = sum(count_cases(report) for report in reports if report.exists())
         errors = [line for line in (work / "server.log").read_text(errors="replace").splitlines()
                   if "Internal Server Error" in line or "Traceback" in line]

@@ -23,6 +23,7 @@ DATABASES = {
 CELERY_BROKER_URL = ""
 CELERY_TASK_ALWAYS_EAGER = True
 AGENTMEMORY = {
+    "RECEIPTS": True,  # as in the example project: receipt ids name real rows
     "SUMMARIZER": {
         "BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer",
         "MODEL": "offline-extractive-1",
