@@ -81,15 +81,19 @@ def align_cut(body: Sequence[WindowMessage], cut: int) -> int:
     """Move the cut (the first kept index of ``body``) to where it splits no turn and no
     tool call from its results.
 
-    A turn whose user message is in the body folds whole or stays whole. The messages
+    A turn whose user message is in the body folds whole or stays whole (an earlier
+    fold's summary message starts no turn). The messages
     before the body's first user message continue the pinned request's turn: its request
     is never folded (law 9), so they fold by whole tool rounds, oldest first. The cut
     moves forward to the nearest such place unless that would fold the newest message;
     then back (0, folding nothing, always qualifies).
     """
-    first_user = next(
-        (index for index, message in enumerate(body) if message.role == "user"), len(body)
-    )
+    from agentmemory.window.frame import looks_like_frame  # frame imports this module
+
+    # An earlier fold's summary message is sent as a user message, but stands for folded
+    # messages: like a summary, it starts no turn.
+    starts = [m.role == "user" and not looks_like_frame(m.content) for m in body]
+    first_user = next((index for index, start in enumerate(starts) if start), len(body))
     # Where each tool call id is first and last seen: a cut in between separates them.
     span: dict[str, tuple[int, int]] = {}
     for index, message in enumerate(body):
@@ -106,7 +110,7 @@ def align_cut(body: Sequence[WindowMessage], cut: int) -> int:
     for at in range(len(body)):
         depth += crossed[at]
         # after the first user message, only a user message starts a turn
-        clean.append(depth == 0 and (at <= first_user or body[at].role == "user"))
+        clean.append(depth == 0 and (at <= first_user or starts[at]))
     cut = max(0, min(cut, len(body)))
     for at in range(cut, len(body)):
         if clean[at]:
