@@ -313,3 +313,16 @@ def test_the_api_answers_409_naming_the_field_and_the_id(
         assert response.status_code == 409
         assert repr(call_id) in response.json()[field][0]
         assert rows(thread) == kept
+
+
+def test_an_earlier_summary_message_starts_no_turn() -> None:
+    """A grown window begins with the previous fold's summary message, sent as a user
+    message: it stands for folded messages, so the rounds after it still fold."""
+    from agentmemory.window.frame import WINDOW_FRAME_PREFIX
+    from agentmemory.window.seams import align_cut
+
+    steps = [WindowMessage("assistant", f"step {n}") for n in range(3)]
+    frame = WindowMessage("user", f"{WINDOW_FRAME_PREFIX} 4 messages folded] they asked.")
+    assert align_cut([frame, *steps], 2) == 2
+    question = WindowMessage("user", "And order 8?")
+    assert align_cut([question, *steps], 2) == 0  # a real turn: whole, or not at all
