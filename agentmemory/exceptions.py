@@ -22,6 +22,21 @@ class InvalidMessageError(AgentMemoryError, ValueError):
         self.index = index
 
 
+class MessageConflictError(InvalidMessageError):
+    """A well-formed message that conflicts with what the thread already holds (or with
+    the rest of its batch): a turn before the thread's current turn, a tool result for a
+    call that was never stored, a tool call id used twice. The API answers 409."""
+
+
+class ToolCallIdError(MessageConflictError):
+    """A tool call id that cannot pair: ``call_id`` names it, ``field`` says whether the
+    call (``tool_calls``) or the result (``tool_call_id``) is refused."""
+
+    def __init__(self, message: str, *, field: str, index: int | None, call_id: str) -> None:
+        super().__init__(message, field=field, index=index)
+        self.call_id = call_id
+
+
 class NotASummaryError(AgentMemoryError, ValueError):
     """An entry that is not a summary was given where a summary is required."""
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from agentmemory.exceptions import InvalidMessageError
+from agentmemory.exceptions import InvalidMessageError, ToolCallIdError
 from agentmemory.models import Role, Tier
 
 ROLES = frozenset(Role.values)
@@ -82,3 +82,39 @@ def clean_tool_calls(calls: Any, role: str, fail: Any) -> list[dict[str, Any]]:
             raise fail("each tool call needs a non-empty string id and name.", "tool_calls")
         cleaned.append({"id": call_id, "name": name, "arguments": function.get("arguments", "")})
     return cleaned
+
+
+def check_tool_call_ids(
+    cleaned: list[dict[str, Any]], called: set[str], answered: set[str]
+) -> None:
+    """Refuse what an OpenAI-style model would: a call id used twice, a result for a call
+    that is not stored before it, and a second result for one call.
+
+    ``called`` and ``answered`` are the ids the thread already holds; the batch is read
+    in order, so a result may answer a call earlier in the same batch.
+    """
+    called, answered = set(called), set(answered)
+    for index, message in enumerate(cleaned):
+        for call in message["tool_calls"]:
+            call_id = call["id"]
+            if call_id in called:
+                raise ToolCallIdError(
+                    f"message {index}: tool call id {call_id!r} is already used in this "
+                    "thread or batch; each call needs its own id.",
+                    field="tool_calls", index=index, call_id=call_id,
+                )
+            called.add(call_id)
+        if message["role"] == Role.TOOL:
+            call_id = message["tool_call_id"]
+            if call_id not in called:
+                raise ToolCallIdError(
+                    f"message {index}: tool_call_id {call_id!r} answers no tool call stored "
+                    "in this thread or earlier in this batch.",
+                    field="tool_call_id", index=index, call_id=call_id,
+                )
+            if call_id in answered:
+                raise ToolCallIdError(
+                    f"message {index}: tool call {call_id!r} already has its result.",
+                    field="tool_call_id", index=index, call_id=call_id,
+                )
+            answered.add(call_id)

@@ -55,7 +55,28 @@ class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
     def newest_first(self) -> MemoryEntryQuerySet:
         return self.order_by("-position", "-id")
 
+    def tool_call_ids(self) -> tuple[set[str], set[str]]:
+        """The tool call ids these entries call, and those their tool results answer."""
+        called: set[str] = set()
+        answered: set[str] = set()
+        rows = self.filter(kind="message", role__in=["assistant", "tool"]).values_list(
+            "role", "tool_calls", "tool_call_id"
+        )
+        for role, calls, answer in rows:
+            if role == "tool":
+                answered.add(answer)
+            else:
+                called.update(str(call.get("id", "")) for call in calls or [])
+        return called, answered
+
 
 class ThreadQuerySet(models.QuerySet["Thread"]):
     def owned_by(self, user: object) -> ThreadQuerySet:
         return self.filter(owner=user)
+
+    def lock(self, pk: int) -> bool:
+        """Take the thread's row lock (inside a transaction); False if it is gone.
+
+        Every write that touches a thread's rows takes this lock first (append, write-back,
+        erasure, unfold), so concurrent writers queue instead of deadlocking."""
+        return self.select_for_update().filter(pk=pk).exists()

@@ -20,11 +20,11 @@ from django.utils import timezone
 
 from agentmemory import signals
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import InvalidMessageError, NotASummaryError
+from agentmemory.exceptions import MessageConflictError, NotASummaryError
 from agentmemory.extras import require
 from agentmemory.folding import DeclineReason, decline, latched
 from agentmemory.ledger import quota_exceeded
-from agentmemory.messages import clean_message
+from agentmemory.messages import check_tool_call_ids, clean_message
 from agentmemory.models import (
     EntryKind,
     FoldedSpan,
@@ -110,7 +110,10 @@ def append(
     ``tool_calls`` (assistant: ``[{"id", "name", "arguments"}]``), ``tool_name`` and
     ``tool_call_id`` (tool), ``turn``, ``tier`` and ``metadata``. When ``turn`` is
     omitted, each user message opens a new turn and the others join the current one.
-    Any invalid message raises `InvalidMessageError` and nothing is stored.
+    Any invalid message raises `InvalidMessageError` and nothing is stored; one that
+    conflicts with the thread (a turn before its current turn, a tool call id already
+    used, a tool result for a call not stored before it, a call answered twice) raises
+    its subclass `MessageConflictError` (`ToolCallIdError` names the id).
     """
     batch = [messages] if isinstance(messages, Mapping) else list(messages)
     cleaned = [clean_message(message, index) for index, message in enumerate(batch)]
@@ -125,12 +128,14 @@ def append(
             pk=thread.pk
         )
         position, turn = locked.last_position, locked.last_turn
+        if any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned):
+            check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
         entries = []
         for index, message in enumerate(cleaned):
             position += 1
             if message.get("turn") is not None:
                 if message["turn"] < turn:
-                    raise InvalidMessageError(
+                    raise MessageConflictError(
                         f"turn {message['turn']} is before the thread's current turn {turn}.",
                         field="turn",
                         index=index,
@@ -749,6 +754,7 @@ def unfold(summary: MemoryEntry) -> int:
     """
     _require_summary(summary)
     with transaction.atomic():
+        Thread.objects.lock(summary.thread_id)
         ids = [summary.pk, *derived_summaries([summary])]
         # The same spans are latched: the next recall is verbatim, not a paid refold.
         latch_summaries(ids, UNFOLDED)
@@ -843,6 +849,8 @@ def erase_entry(entry: MemoryEntry) -> None:
     """Delete an entry and everything derived from it (`derived_rows`), with the
     receipts that showed any of it, in one transaction (law 7)."""
     with transaction.atomic():
+        if not Thread.objects.lock(entry.thread_id):
+            return
         ids, span_ids = derived_rows([entry.pk])
         RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
         FoldedSpan.objects.filter(pk__in=span_ids).delete()
@@ -909,6 +917,8 @@ def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
 def erase_thread(thread: Thread) -> None:
     """Delete a thread with everything in it: entries, summaries, spans, latches."""
     with transaction.atomic():
+        if not Thread.objects.lock(thread.pk):
+            return  # erased meanwhile by another request
         # Clear coverage links first so deletion is not one SET NULL per summary.
         MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
         thread.delete()

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Fuzz the REST API against its own OpenAPI schema with Schemathesis: a fresh SQLite
-# database, the example project on 127.0.0.1, >= 1,000 requests, zero failures allowed.
-# Options go to scripts/schemathesis.py (--max-examples, --seed, --keep).
+# Fuzz the REST API against its own OpenAPI schema with Schemathesis: all checks, stateful
+# links, a fixed and a random seed, the example project under gunicorn (2 workers) on a
+# fresh PostgreSQL database, >= 3,000 requests, zero failures allowed.
+# Options go to scripts/schemathesis.py (--max-examples, --seed, --random-seed, --workers,
+# --keep).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 exec "${PYTHON:-.venv/bin/python}" scripts/schemathesis.py "$@"

@@ -1,7 +1,7 @@
-"""Settings for scripts/schemathesis.py: the example project on a throwaway SQLite file.
-
-The file is named by AGENTMEMORY_FUZZ_DB (a temp dir the runner makes and removes).
-Celery runs eagerly, as in the embedded example project; nothing leaves 127.0.0.1.
+"""Settings for scripts/schemathesis.py: the example project on a throwaway PostgreSQL
+database, named by AGENTMEMORY_FUZZ_DB (the runner creates and drops it; PGHOST, PGPORT,
+PGUSER and PGPASSWORD locate the server). Celery runs eagerly, as in the embedded
+example project; nothing leaves 127.0.0.1.
 """
 
 import os
@@ -12,16 +12,18 @@ DEBUG = False
 ALLOWED_HOSTS = ["127.0.0.1"]
 DATABASES = {
     "default": {
-        "ENGINE": "django.db.backends.sqlite3",
+        "ENGINE": "django.db.backends.postgresql",
         "NAME": os.environ["AGENTMEMORY_FUZZ_DB"],
-        # The dev server is single-threaded here; the timeout only covers the runner's
-        # own setup connections.
-        "OPTIONS": {"timeout": 20},
+        "USER": os.environ.get("PGUSER", "postgres"),
+        "PASSWORD": os.environ.get("PGPASSWORD", ""),
+        "HOST": os.environ.get("PGHOST", "127.0.0.1"),
+        "PORT": os.environ.get("PGPORT", "5432"),
     }
 }
 CELERY_BROKER_URL = ""
 CELERY_TASK_ALWAYS_EAGER = True
 AGENTMEMORY = {
+    "RECEIPTS": True,  # as in the example project: receipt ids name real rows
     "SUMMARIZER": {
         "BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer",
         "MODEL": "offline-extractive-1",

@@ -134,7 +134,6 @@ def endpoint(thread: Thread, tail: str) -> str:
         ({"role": "user", "content": "hi", "turn": "two"}, "turn"),
         ({"role": "user", "content": "hi", "turn": 1.5}, "turn"),
         ({"role": "user", "content": "hi", "turn": HUGE}, "turn"),
-        ({"role": "user", "content": "hi", "turn": 1}, "turn"),  # before the current turn
         ({"role": "user", "content": "hi", "tier": "lukewarm"}, "tier"),
         ({"role": "user", "content": "hi", "metadata": "tag"}, "metadata"),
         ({"role": "user", "content": "hi", "metadata": ["tag"]}, "metadata"),
@@ -190,7 +189,7 @@ def test_a_batch_over_the_limit_is_refused(
         (7, {"role": "user", "content": "x", "tool_calls": [{"id": "c", "name": "n"}]},
          "tool_calls"),
         (2, {"role": "user", "content": "x", "extra": True}, "extra"),
-        (6, {"role": "user", "content": "x", "turn": 1}, "turn"),
+        (6, {"role": "user", "content": "x", "turn": 1}, "turn"),  # a conflict: 409
     ],
 )
 def test_one_bad_entry_in_a_batch_writes_nothing(
@@ -200,7 +199,8 @@ def test_one_bad_entry_in_a_batch_writes_nothing(
     batch[index] = broken
     thread_before = Thread.objects.values("last_turn", "last_position").get(pk=thread.pk)
     before = rows()
-    body = bad(post_json(client, entries(thread), {"entries": batch}), "entries")
+    status = 409 if field == "turn" else 400
+    body = bad(post_json(client, entries(thread), {"entries": batch}), "entries", status=status)
     errors = item_errors(body["entries"])
     assert list(errors) == [index] and field in errors[index], body
     assert rows() == before
@@ -551,15 +551,39 @@ def test_a_thread_with_a_ttl_renders(client: APIClient) -> None:
 
 @pytest.mark.parametrize(
     "query",
-    ["page_size=0", "page_size=-1", "page_size=lots", f"page_size={HUGE}", "page=0",
-     "page=last", f"page={HUGE}", "include_covered=maybe"],
+    ["page_size=0", "page_size=-1", "page_size=lots", f"page_size={HUGE}", "page_size=8.0",
+     "page_size=5&page_size=6", "page=0", "page=last", f"page={HUGE}", "page=1&page=1"],
 )
-def test_odd_query_parameters_never_fail(client: APIClient, thread: Thread, query: str) -> None:
-    for tail in ("entries/", "summaries/", "folds/", "usage/"):
-        response = client.get(endpoint(thread, f"{tail}?{query}"))
-        assert response.status_code in (200, 404), (tail, query, response.content)
-    response = client.get(f"{API}threads/?{query}")
-    assert response.status_code in (200, 404), response.content
+def test_odd_page_parameters_are_a_400_naming_them(
+    client: APIClient, thread: Thread, query: str
+) -> None:
+    """Regression (schemathesis, negative_data_rejection): page_size out of range or not a
+    number was silently the default; now every listing refuses it and names it."""
+    name = query.split("=")[0]
+    for url in [endpoint(thread, tail) for tail in ("entries/", "summaries/", "folds/",
+                                                   "usage/", "recalls/")] + [f"{API}threads/"]:
+        response = client.get(f"{url}?{query}")
+        assert response.status_code == 400, (url, query, response.content)
+        assert list(response.json()) == [name]
+
+
+@pytest.mark.parametrize(
+    ("tail", "query"),
+    [("entries/", "include_covered=maybe"), ("entries/", "include_covered=1&include_covered=0"),
+     ("summaries/", "include_retired=yes"), ("recalls/", "turn=-1"), ("recalls/", "turn=7.0"),
+     ("recalls/", f"turn={HUGE}")],
+)
+def test_odd_flags_and_turns_are_a_400_naming_them(
+    client: APIClient, thread: Thread, tail: str, query: str
+) -> None:
+    response = client.get(endpoint(thread, f"{tail}?{query}"))
+    assert response.status_code == 400, response.content
+    assert list(response.json()) == [query.split("=")[0]]
+
+
+def test_a_page_past_the_last_is_a_404(client: APIClient, thread: Thread) -> None:
+    response = client.get(endpoint(thread, "entries/?page=999"))
+    assert response.status_code == 404 and "detail" in response.json()
 
 
 @pytest.mark.parametrize("big", [2**31, 2**63, HUGE])

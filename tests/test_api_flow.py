@@ -272,7 +272,7 @@ def test_threads_are_created_listed_updated_and_keys_stay_unique(client: APIClie
     assert [row["id"] for row in listed["results"]] == [second, first]
     assert listed["results"][1]["ttl_seconds"] == 3600
     clash = client.post(f"{API}threads/", {"client_key": "k1"}, format="json")
-    assert clash.status_code == 400 and "client_key" in clash.json()
+    assert clash.status_code == 409 and "client_key" in clash.json()
     patched = client.patch(url(first), {"title": "Renamed", "ttl_seconds": None}, format="json")
     assert patched.status_code == 200, patched.content
     assert patched.json()["title"] == "Renamed" and patched.json()["ttl_seconds"] is None

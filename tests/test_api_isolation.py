@@ -483,6 +483,8 @@ def test_the_matrix_covers_every_route_and_method() -> None:
         assert isinstance(pattern, URLPattern)
         if pattern.name == "schema":
             continue  # the OpenAPI document, public by design
+        if pattern.name == "unknown-path":
+            continue  # a 404 for everybody (after authentication)
         view = pattern.callback.view_class
         route = re.sub(r"<int:\w+>", "<id>", str(pattern.pattern))
         for method in view.http_method_names:

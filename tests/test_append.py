@@ -79,7 +79,8 @@ def test_explicit_turn_is_kept_and_later_messages_continue_from_it() -> None:
         thread,
         [
             {"role": "user", "content": "Question.", "turn": 7},
-            {"role": "assistant", "content": "Answer."},
+            {"role": "assistant", "content": "Answer.",
+             "tool_calls": [{"id": "c9", "name": "lookup"}]},
             {"role": "tool", "content": "late result", "tool_call_id": "c9", "turn": 8},
             {"role": "user", "content": "Next question."},
         ],

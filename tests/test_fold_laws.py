@@ -373,9 +373,11 @@ def test_a_tool_call_is_never_separated_from_its_results(preserve_recent: int) -
 
     assert result.folded_summary_id is not None
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
-    assert [e.pk for e in services.expand(summary)] == [e.pk for e in entries[:5]]
-    assert [m.id for m in result.messages[1:]] == [e.pk for e in entries[5:]]
-    assert result.messages[1].tool_calls[0]["id"] == "c1"
+    # Turn 3 (its question, the call, the results, the answer) stays whole: moving the seam
+    # back to the call must not fold the question the call answers.
+    assert [e.pk for e in services.expand(summary)] == [e.pk for e in entries[:4]]
+    assert [m.id for m in result.messages[1:]] == [e.pk for e in entries[4:]]
+    assert result.messages[2].tool_calls[0]["id"] == "c1"
 
 
 def test_the_load_window_edge_never_separates_a_tool_call_from_its_result() -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -60,7 +60,7 @@ from agentmemory.window.seams import (
     SlidingWindow,
     TokenBudgetWindow,
     WindowMessage,
-    align_to_tool_results,
+    align_cut,
     get_window,
     pinned_head,
 )
@@ -242,12 +242,15 @@ def reference_budget_split(
     while keep_from - 1 >= head and sum(costs[keep_from - 1:]) <= available:
         keep_from -= 1
     body = messages[head:]
-    cut = align_to_tool_results(body, max(0, min(keep_from - head, len(body) - 1)))
+    cut = align_cut(body, max(0, min(keep_from - head, len(body) - 1)))
     return Selection(head=messages[:head], drop=body[:cut], keep=body[cut:])
 
 
-def is_call_with_its_results(keep: Sequence[WindowMessage]) -> bool:
-    return bool(keep[0].tool_calls) and all(m.role == "tool" for m in keep[1:])
+def is_one_unit(selection: Selection) -> bool:
+    """The kept part cannot be cut again: it is the newest message alone, or the newest
+    whole turn or tool round (a seam keeps more than its room only then)."""
+    body = selection.drop + selection.keep
+    return align_cut(body, len(selection.drop) + 1) == len(selection.drop)
 
 
 @settings(
@@ -273,7 +276,7 @@ def test_seams_keep_the_request_the_newest_and_every_call_with_its_results(
         assert sliding.drop == []
     elif sliding.drop:
         room = max(max_messages - len(sliding.head) - 1, 1)  # one place for the summary
-        assert len(sliding.keep) <= room or is_call_with_its_results(sliding.keep)
+        assert len(sliding.keep) <= room or is_one_unit(sliding)
 
     budgeted = TokenBudgetWindow(reserve).select(messages, budget_tokens=budget)
     assert_sound_split(messages, budgeted)
@@ -287,8 +290,7 @@ def test_seams_keep_the_request_the_newest_and_every_call_with_its_results(
         kept = sum(costs[len(messages) - len(budgeted.keep):])
         assert (
             kept <= available
-            or len(budgeted.keep) == 1
-            or is_call_with_its_results(budgeted.keep)
+            or is_one_unit(budgeted)
         )
 
     assert messages == original  # selection never edits what it was given
@@ -323,8 +325,8 @@ def test_a_head_larger_than_the_window_still_keeps_the_newest():
                  WindowMessage("user", "two"), WindowMessage("assistant", "three")]
     selection = SlidingWindow(3).select(messages, budget_tokens=None)
     assert selection.head == messages[:7]
-    assert selection.keep == messages[-1:]
-    assert selection.drop == messages[7:9]
+    assert selection.keep == messages[-2:]  # the newest whole turn
+    assert selection.drop == messages[7:8]
 
 
 def test_the_cut_moves_past_tool_results_or_back_to_their_call():
@@ -333,10 +335,10 @@ def test_the_cut_moves_past_tool_results_or_back_to_their_call():
     r1 = WindowMessage("tool", "one", tool_name="f", tool_call_id="c1")
     r2 = WindowMessage("tool", "two", tool_name="f", tool_call_id="c2")
     answer = WindowMessage("assistant", "done")
-    assert align_to_tool_results([call, r1, r2, answer], 1) == 3  # results fold with call
-    assert align_to_tool_results([call, r1, r2], 2) == 0  # the newest is a result: keep call
-    assert align_to_tool_results([answer, call, r1, r2], 3) == 1
-    assert align_to_tool_results([answer, call, r1], 0) == 0
+    assert align_cut([call, r1, r2, answer], 1) == 3  # results fold with call
+    assert align_cut([call, r1, r2], 2) == 0  # the newest is a result: keep call
+    assert align_cut([answer, call, r1, r2], 3) == 1
+    assert align_cut([answer, call, r1], 0) == 0
 
 
 def test_pinned_head_ends_at_the_first_user_message():
@@ -589,8 +591,9 @@ def test_a_concurrent_run_that_journals_first_wins(thread: Thread):
 
 
 def test_not_worth_a_call_makes_no_call(thread: Thread):
-    messages = plain_window(8)  # request + 8: a window of 6 drops 4 plain messages
-    config = window_settings(max_messages=6, WINDOW_MIN_FOLD=5)
+    messages = plain_window(8)  # request + 8 plain messages
+    # the seam's cut at 4 moves forward to the next turn: 5 messages drop
+    config = window_settings(max_messages=6, WINDOW_MIN_FOLD=6)
     with override_settings(AGENTMEMORY=config), capture(signals.fold_declined) as declined:
         small = compact(thread, messages)
         fits = compact(thread, messages[:6])
@@ -602,7 +605,7 @@ def test_not_worth_a_call_makes_no_call(thread: Thread):
     assert (sent["reason"], sent["purpose"], sent["model"]) == (NOT_WORTH_A_CALL, "window-fold",
                                                                 MODEL)
 
-    with override_settings(AGENTMEMORY=window_settings(max_messages=6, WINDOW_MIN_FOLD=4)):
+    with override_settings(AGENTMEMORY=window_settings(max_messages=6, WINDOW_MIN_FOLD=5)):
         assert compact(thread, messages).span is not None  # exactly the minimum is enough
 
 

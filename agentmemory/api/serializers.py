@@ -11,6 +11,7 @@ from typing import Any
 
 from rest_framework import serializers
 
+from agentmemory.api.errors import Conflict
 from agentmemory.conf import memory_settings
 from agentmemory.models import (
     FoldedSpan,
@@ -55,29 +56,49 @@ def storable_json(value: Any) -> Any:
     return value
 
 
+#: JSON types per field class, checked before DRF coerces: DRF reads "7" and 8.0 as the
+#: integer 7 and 8, and 0 as the string "0"; the schema promises an integer or a string.
+JSON_TYPES: list[tuple[type[serializers.Field], tuple[type, ...], str]] = [
+    (serializers.BooleanField, (bool,), "a boolean"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.ChoiceField, (str,), "a string"),
+]
+
+
+def type_errors(fields: Any, data: dict[str, Any]) -> dict[str, list[str]]:
+    errors = {}
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is None or field.read_only or value is None:
+            continue  # unknown fields are refused by name; null by the field itself
+        for field_class, types, label in JSON_TYPES:
+            if isinstance(field, field_class):
+                wrong = isinstance(value, bool) and bool not in types
+                if wrong or not isinstance(value, types):
+                    errors[name] = [f"Must be {label}, not {type(value).__name__}."]
+                break
+    return errors
+
+
 class StrictSerializer(serializers.Serializer):
-    """Unknown fields are an error, not silently dropped."""
+    """Unknown fields are an error, not silently dropped; values are never coerced."""
 
-    def to_internal_value(self, data: Any) -> Any:
-        if isinstance(data, dict):
-            unknown = sorted(set(data) - set(self.fields))
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: ["Unknown field."] for name in unknown}
-                )
-        return super().to_internal_value(data)
+    unknown_message = "Unknown field."
 
-
-class StrictModelSerializer(serializers.ModelSerializer):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
             writable = {name for name, field in self.fields.items() if not field.read_only}
-            unknown = sorted(set(data) - writable)
-            if unknown:
-                raise serializers.ValidationError(
-                    {name: ["Unknown or read-only field."] for name in unknown}
-                )
+            errors = {name: [self.unknown_message] for name in sorted(set(data) - writable)}
+            errors.update(type_errors(self.fields, data))
+            if errors:
+                raise serializers.ValidationError(errors)
         return super().to_internal_value(data)
+
+
+class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
+    unknown_message = "Unknown or read-only field."
 
 
 # ---------------------------------------------------------------- threads
@@ -122,7 +143,7 @@ class ThreadSerializer(StrictModelSerializer):
         if self.instance is not None:
             clash = clash.exclude(pk=self.instance.pk)
         if value and clash.exists():
-            raise serializers.ValidationError("You already have a thread with this client_key.")
+            raise Conflict({"client_key": ["You already have a thread with this client_key."]})
         return value
 
 

@@ -1,6 +1,6 @@
 """Mount with ``path("api/memory/", include("agentmemory.api.urls"))``."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from agentmemory.api import views
 
@@ -29,4 +29,5 @@ urlpatterns = [
     path(f"{thread}savings/", views.ThreadSavings.as_view(), name="thread-savings"),
     path("savings/", views.OwnerSavings.as_view(), name="owner-savings"),
     path("schema/", views.MemorySchemaView.as_view(), name="schema"),
+    re_path(r"", views.UnknownPath.as_view(), name="unknown-path"),
 ]

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.db import IntegrityError, transaction
 from django.db.models import Count, Q, QuerySet, Sum
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import include, path
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
-from rest_framework.exceptions import ParseError, ValidationError
+from rest_framework.exceptions import APIException, ParseError, ValidationError
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
@@ -23,10 +26,17 @@ from rest_framework.views import APIView
 
 from agentmemory import services
 from agentmemory.api import serializers as s
+from agentmemory.api.errors import (
+    Conflict,
+    RequestTooLarge,
+    query_flag,
+    query_int,
+)
 from agentmemory.api.permissions import authenticated_user, expandable_thread, owned_thread
 from agentmemory.api.throttling import AgentMemoryThrottle
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import InvalidMessageError
+from agentmemory.exceptions import InvalidMessageError, MessageConflictError
+from agentmemory.messages import clean_message
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -36,23 +46,36 @@ from agentmemory.models import (
     SummarizerCall,
     Thread,
 )
-from agentmemory.pipeline.config import InvalidRecallOption
+from agentmemory.pipeline.config import ConflictingRecallOption, InvalidRecallOption
 from agentmemory.receipts import replay, savings
 
 
 class Pagination(PageNumberPagination):
+    """``page`` from 1 (past the last page: 404), ``page_size`` from 1 to 500; anything
+    else is a 400 rather than silently the default."""
+
     page_size_query_param = "page_size"
     max_page_size = 500
 
     def get_page_size(self, request: Request) -> int:
-        self.page_size = memory_settings.API_PAGE_SIZE
-        return int(super().get_page_size(request) or self.page_size)
+        size = query_int(request, "page_size", minimum=1, maximum=self.max_page_size)
+        return size or memory_settings.API_PAGE_SIZE
+
+    def paginate_queryset(self, queryset: Any, request: Request, view: Any = None) -> Any:
+        query_int(request, self.page_query_param, minimum=1, maximum=s.MAX_INT)
+        return super().paginate_queryset(queryset, request, view)
 
 
 class JSONBodyParser(JSONParser):
     """JSON only (messages nest; forms cannot say them), and too deep is a 400."""
 
     def parse(self, stream: Any, media_type: Any = None, parser_context: Any = None) -> Any:
+        # DRF reads the body as a stream, past Django's DATA_UPLOAD_MAX_MEMORY_SIZE check.
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        request = (parser_context or {}).get("request")
+        length = request.META.get("CONTENT_LENGTH") if request is not None else None
+        if limit is not None and length and length.isdigit() and int(length) > limit:
+            raise RequestTooLarge(f"The body is over {limit} bytes.")
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError as exc:
@@ -67,21 +90,27 @@ class MemoryAPIView(APIView):
     def thread(self) -> Thread:
         return owned_thread(self.request, self.kwargs["thread_id"])
 
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, RequestDataTooBig):  # Django's own size check: its 400 page
+            exc = RequestTooLarge(str(exc))
+        return super().handle_exception(exc)
+
 
 def message_error(
     exc: InvalidMessageError, *, batch: int | None = None, key: str = "entries"
-) -> ValidationError:
+) -> APIException:
     """A domain validation error as DRF field errors (per item for a batch, in the shape
-    DRF gives its own list errors)."""
+    DRF gives its own list errors): a 409 for a conflict with the thread, else a 400."""
+    error = Conflict if isinstance(exc, MessageConflictError) else ValidationError
     detail = {exc.field: [str(exc)]}
     if batch is None or exc.index is None:
-        return ValidationError(detail)
+        return error(detail)
     if getattr(api_settings, "LIST_SERIALIZER_ERRORS_AS_DICT", False):
         # Keyed by int index, as ListSerializer keys its own; the stubs allow str keys only.
-        return ValidationError({key: {exc.index: detail}})  # type: ignore[dict-item]
+        return error({key: {exc.index: detail}})  # type: ignore[dict-item]
     items: list[dict[str, Any]] = [{} for _ in range(batch)]
     items[exc.index] = detail
-    return ValidationError({key: items})
+    return error({key: items})
 
 
 # ---------------------------------------------------------------- threads
@@ -96,12 +125,26 @@ class ThreadList(MemoryAPIView, generics.ListCreateAPIView):
         return Thread.objects.owned_by(owner).order_by("-created_at", "-id")
 
     def perform_create(self, serializer: Any) -> None:
-        serializer.save(owner=self.request.user)
+        save_thread(serializer, owner=self.request.user)
+
+
+def save_thread(serializer: Any, **extra: Any) -> None:
+    """Save, turning a client_key taken meanwhile (another worker's request) into a 409."""
+    try:
+        with transaction.atomic():
+            serializer.save(**extra)
+    except IntegrityError as exc:
+        raise Conflict(
+            {"client_key": ["You already have a thread with this client_key."]}
+        ) from exc
 
 
 class ThreadDetail(MemoryAPIView, generics.RetrieveUpdateDestroyAPIView):
     serializer_class = s.ThreadSerializer
     lookup_url_kwarg = "thread_id"
+
+    def perform_update(self, serializer: Any) -> None:
+        save_thread(serializer)
 
     def get_queryset(self) -> QuerySet[Thread]:
         return Thread.objects.owned_by(authenticated_user(self.request))
@@ -129,7 +172,7 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[MemoryEntry]:
         entries = MemoryEntry.objects.filter(thread=self.thread())
-        if self.request.query_params.get("include_covered") not in ("1", "true"):
+        if not query_flag(self.request, "include_covered"):
             entries = entries.visible()
         return entries.order_by("position", "id")
 
@@ -204,6 +247,8 @@ class Recall(MemoryAPIView):
                                 "MIN_SCORE": decay["min_score"]}
         try:
             result = services.recall(thread, budget, **options)
+        except ConflictingRecallOption as exc:
+            raise Conflict({exc.field: [str(exc)]}) from exc
         except InvalidRecallOption as exc:
             raise ValidationError({exc.field: [str(exc)]}) from exc
         return Response(s.RecallResponseSerializer(result).data)
@@ -252,7 +297,7 @@ class SummaryList(MemoryAPIView, generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[MemoryEntry]:
         summaries = thread_summaries(self.thread())
-        if self.request.query_params.get("include_retired") not in ("1", "true"):
+        if not query_flag(self.request, "include_retired"):
             summaries = summaries.filter(retired_at__isnull=True)
         return summaries
 
@@ -289,7 +334,7 @@ class SummaryOriginals(MemoryAPIView):
     def get(self, request: Request, thread_id: int, summary_id: int) -> Response:
         thread = expandable_thread(request, thread_id)
         summary = get_object_or_404(thread_summaries(thread), pk=summary_id)
-        recursive = request.query_params.get("recursive") in ("1", "true")
+        recursive = query_flag(request, "recursive")
         originals = services.expand(summary, recursive=recursive)
         return Response({
             "summary": s.SummarySerializer(summary).data,
@@ -353,7 +398,11 @@ class FoldLookup(MemoryAPIView):
         thread = self.thread()
         serializer = s.LookupRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
-        span = services.folded_span_for(thread, serializer.validated_data["message"])
+        try:  # the same rules as a message appended, so the schema is one MessageRequest
+            message = clean_message(serializer.validated_data["message"], 0)
+        except InvalidMessageError as exc:
+            raise ValidationError({"message": {exc.field: [str(exc)]}}) from exc
+        span = services.folded_span_for(thread, message)
         return Response({"span": s.FoldedSpanSerializer(span).data if span else None})
 
 
@@ -401,11 +450,9 @@ class ReceiptList(MemoryAPIView, generics.ListAPIView):
 
     def get_queryset(self) -> QuerySet[RecallReceipt]:
         receipts = RecallReceipt.objects.filter(thread=self.thread()).prefetch_related("items")
-        turn = self.request.query_params.get("turn")
+        turn = query_int(self.request, "turn", minimum=0, maximum=s.MAX_INT)
         if turn is not None:
-            if not (turn.isascii() and turn.isdigit()) or int(turn) > s.MAX_INT:
-                raise ValidationError({"turn": ["A turn is a non-negative integer."]})
-            receipts = receipts.filter(turn=int(turn))
+            receipts = receipts.filter(turn=turn)
         return receipts.order_by("-created_at", "-id")
 
     @extend_schema(
@@ -450,6 +497,20 @@ class OwnerSavings(MemoryAPIView):
         return Response(savings(owner=request.user))
 
 
+# ---------------------------------------------------------------- unknown paths
+
+
+@extend_schema(exclude=True)
+class UnknownPath(MemoryAPIView):
+    """Any other path under the API's prefix (an id that is not a number, a missing
+    slash) answers the API's JSON 404, not the site's HTML page."""
+
+    def get(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        raise Http404("No such path in this API.")
+
+    post = put = patch = delete = get
+
+
 # ---------------------------------------------------------------- schema
 
 
@@ -470,6 +531,10 @@ class MemorySchemaView(SpectacularAPIView):
             "RetainPolicyEnum": "agentmemory.models.RetainPolicy",
             "RoleEnum": "agentmemory.models.Role",
         },
+        "POSTPROCESSING_HOOKS": [
+            "drf_spectacular.hooks.postprocess_schema_enums",
+            "agentmemory.api.schema.postprocess",
+        ],
     }
 
     @extend_schema(exclude=True)

@@ -19,6 +19,11 @@ class InvalidRecallOption(AgentMemoryError, ValueError):
         self.field = field
 
 
+class ConflictingRecallOption(InvalidRecallOption):
+    """Options each in range that contradict each other or the project's settings
+    (low_water not below high_water, tiers without the summary tier): the API's 409."""
+
+
 @dataclass(frozen=True)
 class DecayConfig:
     half_life_seconds: float
@@ -127,11 +132,14 @@ class RecallConfig:
                 f"high_water must be None or in (0, 1], got {self.high_water!r}.",
                 field="high_water",
             )
-        if not _fraction(self.low_water) or (
-            self.high_water is not None and self.low_water >= self.high_water
-        ):
+        if not _fraction(self.low_water):
             raise InvalidRecallOption(
-                f"low_water must be in (0, 1) and below high_water, got {self.low_water!r}.",
+                f"low_water must be in (0, 1), got {self.low_water!r}.", field="low_water"
+            )
+        if self.high_water is not None and self.low_water >= self.high_water:
+            raise ConflictingRecallOption(
+                f"low_water must be below high_water ({self.high_water!r}), got "
+                f"{self.low_water!r}.",
                 field="low_water",
             )
         if not _fraction(self.summary_share):
@@ -142,7 +150,7 @@ class RecallConfig:
         if self.tiers is not None and self.summary_tier not in self.tiers:
             # Coverage would hide the originals while the filter hides their summary: the
             # folded turns would vanish from recall, and the span be folded again.
-            raise InvalidRecallOption(
+            raise ConflictingRecallOption(
                 f"tiers {list(self.tiers)} leaves out the summary tier {self.summary_tier!r}; "
                 "add it, or set summary_tier to one of the tiers.",
                 field="tiers",

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from agentmemory.models import MemoryEntry, Role
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.summarize import FoldPlan
+from agentmemory.pipeline.turns import turn_starts
 
 #: How deep summaries nest. A merge over a summary at this level takes over what that
 #: summary covers instead of covering it, so expanding any summary is at most this many
@@ -62,11 +63,11 @@ class Blocks:
 def blocks_of(entries: list[MemoryEntry]) -> Blocks:
     groups: list[list[MemoryEntry]] = []
     call_group: dict[str, int] = {}
-    for entry in entries:
+    for entry, starts in zip(entries, turn_starts(entries), strict=True):
         if entry.is_summary:
             groups.append([entry])
             continue
-        if groups and not groups[-1][0].is_summary and groups[-1][-1].turn == entry.turn:
+        if groups and not starts:
             groups[-1].append(entry)
         else:
             groups.append([entry])

@@ -40,6 +40,7 @@ from agentmemory.models import (
     summary_key,
 )
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.turns import turn_starts
 from agentmemory.signing import sign_summary
 from agentmemory.summarizers.base import BaseSummarizer
 from agentmemory.transcript import MessageLike, summary_label
@@ -151,12 +152,19 @@ def plan_fold(loaded: list[MemoryEntry], config: RecallConfig) -> FoldPlan | Non
     cut = len(loaded) - config.preserve_recent
     if cut <= 0:
         return None
-    # Law 3: a turn cut in two keeps all of it verbatim.
-    seam_turn = loaded[cut].turn
-    while cut > 0 and loaded[cut - 1].turn == seam_turn:
-        cut -= 1
-    cut = _keep_tool_calls_with_results(loaded, cut)
-    start = _first_whole_turn(loaded, cut)
+    starts = turn_starts(loaded)
+    # Law 3: a turn cut in two keeps all of it verbatim, and so does a tool call with its
+    # results; moving back for a call may land inside an older turn, so repeat until both
+    # hold at once.
+    while True:
+        aligned = cut
+        while aligned > 0 and not starts[aligned]:
+            aligned -= 1
+        aligned = _keep_tool_calls_with_results(loaded, aligned)
+        if aligned == cut:
+            break
+        cut = aligned
+    start = _first_whole_turn(loaded, starts, cut)
     if cut - start < config.effective_min_fold:
         return None
     span = loaded[start:cut]
@@ -176,16 +184,23 @@ def plan_span(span: list[MemoryEntry], config: RecallConfig) -> FoldPlan | None:
     return FoldPlan.over(span)
 
 
-def _first_whole_turn(loaded: list[MemoryEntry], cut: int) -> int:
+def _first_whole_turn(loaded: list[MemoryEntry], starts: list[bool], cut: int) -> int:
     """Where the first whole turn starts: the load's far edge may cut its oldest turn (and
     a tool call from its results) in two, and half a turn is never folded. Only that
-    turn is in doubt: a thread without user messages (explicit turns) still folds."""
+    turn is in doubt: a thread without user messages (explicit turns) still folds. The
+    turns skipped stay verbatim, so the span starts past the results of their calls."""
     if cut == 0 or loaded[0].is_summary or loaded[0].role == Role.USER:
         return 0
-    for index in range(1, cut):
-        if loaded[index].turn != loaded[0].turn:
-            return index
-    return cut
+    start = next((index for index in range(1, cut) if starts[index]), cut)
+    while True:
+        skipped = {str(c.get("id", "")) for e in loaded[:start] for c in e.tool_calls or []}
+        answered = [
+            i for i in range(start, cut)
+            if loaded[i].role == Role.TOOL and loaded[i].tool_call_id in skipped
+        ]
+        if not answered:
+            return start
+        start = next((i for i in range(max(answered) + 1, cut) if starts[i]), cut)
 
 
 def _keep_tool_calls_with_results(loaded: list[MemoryEntry], cut: int) -> int:

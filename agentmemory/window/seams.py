@@ -77,28 +77,52 @@ def pinned_head(messages: Sequence[WindowMessage]) -> int:
     return 0
 
 
-def align_to_tool_results(body: Sequence[WindowMessage], cut: int) -> int:
-    """Move the cut so no kept tool result is separated from the call it answers.
+def align_cut(body: Sequence[WindowMessage], cut: int) -> int:
+    """Move the cut (the first kept index of ``body``) to where it splits no turn and no
+    tool call from its results.
 
-    Forward past leading tool results (they fold with their call) unless that would
-    fold the newest message; then back to the call, which stays with them.
+    A turn whose user message is in the body folds whole or stays whole (an earlier
+    fold's summary message starts no turn). The messages
+    before the body's first user message continue the pinned request's turn: its request
+    is never folded (law 9), so they fold by whole tool rounds, oldest first. The cut
+    moves forward to the nearest such place unless that would fold the newest message;
+    then back (0, folding nothing, always qualifies).
     """
-    forward = cut
-    while forward < len(body) and body[forward].role == "tool":
-        forward += 1
-    if forward < len(body):
-        return forward
-    backward = cut
-    while backward > 0 and body[backward].role == "tool":
-        backward -= 1
-    return backward
+    from agentmemory.window.frame import looks_like_frame  # frame imports this module
+
+    # An earlier fold's summary message is sent as a user message, but stands for folded
+    # messages: like a summary, it starts no turn.
+    starts = [m.role == "user" and not looks_like_frame(m.content) for m in body]
+    first_user = next((index for index, start in enumerate(starts) if start), len(body))
+    # Where each tool call id is first and last seen: a cut in between separates them.
+    span: dict[str, tuple[int, int]] = {}
+    for index, message in enumerate(body):
+        ids = [str(call.get("id", "")) for call in message.tool_calls]
+        for call_id in ids + ([message.tool_call_id] if message.role == "tool" else []):
+            first, _ = span.get(call_id, (index, index))
+            span[call_id] = (first, index)
+    crossed = [0] * (len(body) + 2)
+    for first, last in span.values():
+        if first < last:
+            crossed[first + 1] += 1
+            crossed[last + 1] -= 1
+    clean, depth = [], 0
+    for at in range(len(body)):
+        depth += crossed[at]
+        # after the first user message, only a user message starts a turn
+        clean.append(depth == 0 and (at <= first_user or starts[at]))
+    cut = max(0, min(cut, len(body)))
+    for at in range(cut, len(body)):
+        if clean[at]:
+            return at
+    return next((at for at in range(min(cut, len(body) - 1), 0, -1) if clean[at]), 0)
 
 
 def _split(
     messages: Sequence[WindowMessage], keep_from: int, head_size: int
 ) -> Selection:
     body = list(messages[head_size:])
-    cut = align_to_tool_results(body, max(0, min(keep_from, len(body) - 1)))
+    cut = align_cut(body, max(0, min(keep_from, len(body) - 1)))
     return Selection(head=list(messages[:head_size]), drop=body[:cut], keep=body[cut:])
 
 

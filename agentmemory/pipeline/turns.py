@@ -1,0 +1,30 @@
+"""Where a turn starts: the one rule every seam over stored entries cuts by.
+
+A turn is a user message and everything after it up to the next user message. Turn
+numbers refine that, never split it: a user message that keeps the previous turn's
+number (explicit turns) joins that turn. Before the first user message (a system
+preamble, a thread written without user messages, or a load that begins mid-turn)
+turns follow the turn numbers. A summary stands alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agentmemory.models import MemoryEntry, Role
+
+
+def turn_starts(entries: Sequence[MemoryEntry]) -> list[bool]:
+    """``starts[i]``: a new turn (or a summary) begins at ``entries[i]``."""
+    starts: list[bool] = []
+    seen_user = False
+    for index, entry in enumerate(entries):
+        previous = entries[index - 1] if index else None
+        if previous is None or entry.is_summary or previous.is_summary:
+            starts.append(True)
+        else:
+            starts.append(
+                entry.turn != previous.turn and (entry.role == Role.USER or not seen_user)
+            )
+        seen_user = seen_user or (not entry.is_summary and entry.role == Role.USER)
+    return starts
