@@ -107,7 +107,8 @@ def build(thread: Thread, *, stored_frame: bool) -> Story:
     verbatim = services.recall(thread, 100_000, **VERBATIM)
     window = [request] + [{"role": m.role, "content": m.content} for m in verbatim.messages]
     first = services.compact(thread, window, iteration=1, retain="conversation")
-    grown = first.window + [
+    # A new turn, so the second fold may take the whole turn before it (turns fold whole).
+    grown = first.window + [{"role": "user", "content": "And invoices 6 to 8?"}] + [
         {"role": "assistant", "content": f"Checking invoice {n} in the ledger now."}
         for n in (6, 7, 8)
     ]
@@ -230,6 +231,9 @@ def test_a_message_folded_before_it_was_stored_is_found_by_its_digest() -> None:
         {"role": "user", "content": "Sort out today's deliveries."},
         secret,
         *({"role": "assistant", "content": ANSWER.format(n=n)} for n in range(5)),
+        # a newer turn: the secret's turn folds whole (turns are never split)
+        {"role": "user", "content": "Anything else for today?"},
+        {"role": "assistant", "content": ANSWER.format(n=5)},
     ]
     with override_settings(AGENTMEMORY=SETTINGS):
         compacted = services.compact(thread, window, retain="discard")

@@ -125,9 +125,12 @@ arguments = st.one_of(
 
 
 @st.composite
-def turns(draw: st.DrawFn, min_turns: int = 1, max_turns: int = 3) -> list[dict[str, Any]]:
+def turns(
+    draw: st.DrawFn, min_turns: int = 1, max_turns: int = 3, tag: str = ""
+) -> list[dict[str, Any]]:
     """Whole turns: the user asks; the agent may call tools (each answered) and answers.
-    Call ids are hostile too, and unique in the conversation."""
+    Call ids are hostile too, and unique in the conversation (``tag`` keeps a second
+    batch's ids apart from the first's: a thread refuses a reused call id)."""
     messages: list[dict[str, Any]] = []
     calls = 0
     for _ in range(draw(st.integers(min_turns, max_turns))):
@@ -137,7 +140,7 @@ def turns(draw: st.DrawFn, min_turns: int = 1, max_turns: int = 3) -> list[dict[
             ids = []
             for name in names:
                 calls += 1
-                ids.append((f"{draw(hostile)[:150]}#{calls}", name))
+                ids.append((f"{draw(hostile)[:150]}#{tag}{calls}", name))
             messages.append({
                 "role": "assistant",
                 "content": draw(st.just("") | content),
@@ -295,7 +298,7 @@ def test_any_message_stays_inside_the_transcript(
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(first=turns(), second=turns())
+@given(first=turns(), second=turns(tag="b"))
 def test_offline_structure_lines_come_only_from_the_summarizer(
     first: list[dict[str, Any]], second: list[dict[str, Any]]
 ) -> None:
@@ -331,7 +334,7 @@ DB_SETTINGS = settings(
 
 @pytest.mark.django_db
 @DB_SETTINGS
-@given(first=turns(min_turns=2), second=turns(min_turns=2))
+@given(first=turns(min_turns=2), second=turns(min_turns=2, tag="b"))
 def test_recall_fold_prompts_keep_every_message_inside(
     prompts: list[Any], first: list[dict[str, Any]], second: list[dict[str, Any]]
 ) -> None:
@@ -352,7 +355,9 @@ def test_recall_fold_prompts_keep_every_message_inside(
 
 @pytest.mark.django_db
 @DB_SETTINGS
-@given(conversation=turns(min_turns=2))
+# Three turns at least: the seam folds whole turns, and one turn of two messages is not
+# much larger than a frame (the fold would rightly be refused as not smaller).
+@given(conversation=turns(min_turns=3))
 def test_window_fold_prompts_keep_every_message_inside(
     prompts: list[Any], conversation: list[dict[str, Any]]
 ) -> None:
