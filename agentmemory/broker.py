@@ -18,6 +18,8 @@ def send_within(task: Any, args: tuple[Any, ...], options: dict[str, Any], timeo
     waits on afterwards (a result backend's subscription) is bounded by Celery's own
     settings (``redis_socket_timeout``). An eager app runs the task here, in this thread.
     """
+    # The sending thread has no current app of its own: resolve the task here.
+    task = task._get_current_object() if hasattr(task, "_get_current_object") else task
     app = task.app
     if app.conf.task_always_eager:
         return str(task.apply_async(args, **options).id)
