@@ -663,7 +663,9 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
         # The broker failed moments ago: do not make this request wait too.
         return FoldRequest(FoldState.BROKER_DOWN)
     now = timezone.now()
-    parked = Q(fold_parked_until__lte=now) if by_sweep else Q(fold_parked_until__isnull=True)
+    parked = Q(fold_parked_until__isnull=True)
+    if by_sweep:
+        parked |= Q(fold_parked_until__lte=now)
     claimed = (
         Thread.objects.filter(pk=thread_id)
         .filter(parked)
