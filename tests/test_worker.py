@@ -663,3 +663,42 @@ def test_a_failing_summarizer_retries_boundedly_then_declines(
         # Celery's retry lines name the redacted error, never the provider's text.
         assert failure.body()["error"]["message"] not in worker.log()
         assert worker.log().count(f"HTTP {failure.status}") >= RETRY_MAX + 1, worker.log_tail()
+
+
+# ---------------------------------------------------------------- 6. a poison fold (issue 13)
+
+
+def test_a_fold_that_kills_its_worker_is_parked_after_max_deaths(
+    start_worker: Callable[..., Worker],
+    broker: Broker,
+    use_memory_settings: Callable[..., None],
+) -> None:
+    """Each delivery dies in the call; its redelivery (same task id) finds the lease it
+    left and counts a death; the FOLD_MAX_DEATHS-th is parked and acknowledged."""
+    poison = {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
+              "MODEL": "poison", "OPTIONS": {"FUNCTION": "tests.summarizer_functions."
+                                                         "kills_its_process"}}  # fmt: skip
+    memory = memory_settings(poison, FOLD_MAX_DEATHS=2, FOLD_PARK_BACKOFF=600)
+    use_memory_settings(memory)
+    worker = start_worker(memory)
+    thread = Thread.objects.create(title="poison")
+
+    append_messages(thread, range(1, 21))
+    assert len(broker.published) == 1
+    wait_until(
+        lambda: Thread.objects.get(pk=thread.pk).fold_parked_until, 60,
+        "the poison fold to be parked", worker,
+    )
+    settled(broker, worker)  # acknowledged: no more redeliveries
+    thread.refresh_from_db()
+    assert thread.fold_deaths == 2 and thread.fold_lease_owner == ""
+    # Every killed attempt is in the ledger, reserved at its estimate, never settled.
+    outcomes = SummarizerCall.objects.filter(thread=thread).values_list("outcome", flat=True)
+    assert list(outcomes) == [CallOutcome.RESERVED] * 2
+    assert worker.log().count("WorkerLostError") >= 2, worker.log_tail()
+    assert "is parked until" in worker.log(), worker.log_tail()
+    # Parked: appends send nothing and the sweep waits out the back-off.
+    services.append(thread, message(21))
+    assert len(broker.published) == 1
+    assert services.sweep() == []
+    assert summaries(thread) == []
