@@ -491,19 +491,30 @@ def take_fold_lease(thread_id: int, owner: str) -> bool:
     return True
 
 
-def release_fold_lease(thread_id: int, owner: str) -> None:
-    """The holder finished (folded, declined or failed): its attempt did not die."""
+def release_fold_lease(thread_id: int, owner: str, *, retrying: bool = False) -> None:
+    """The holder finished (folded, declined or failed): its attempt did not die.
+
+    ``retrying``: the holder's task is about to retry, so the release marks the thread's
+    fold queued in the same update, leaving no moment for a second chain to start.
+    """
+    queued = {}
+    if retrying:
+        seconds = float(memory_settings.FOLD_LEASE)
+        queued["fold_queued_until"] = timezone.now() + timedelta(seconds=seconds)
     Thread.objects.filter(pk=thread_id, fold_lease_owner=owner).update(
-        fold_lease_until=None, fold_lease_owner="", fold_deaths=0, fold_parked_until=None
+        fold_lease_until=None, fold_lease_owner="", fold_deaths=0, fold_parked_until=None,
+        **queued,
     )
 
 
 @contextmanager
-def held_lease(thread_id: int, owner: str) -> Iterator[None]:
+def held_lease(thread_id: int, owner: str, *, retried: bool = False) -> Iterator[None]:
     """Renew the lease every third of FOLD_LEASE while the block runs, then release it.
 
     The heartbeat runs on its own thread and database connection, so a long summarizer
     call keeps the lease while a killed worker's lease runs out within FOLD_LEASE.
+    ``retried``: an error out of the block is retried by the caller's task (see
+    `release_fold_lease`).
     """
     stop = threading.Event()
     seconds = float(memory_settings.FOLD_LEASE)
@@ -522,12 +533,16 @@ def held_lease(thread_id: int, owner: str) -> Iterator[None]:
 
     heart = threading.Thread(target=beat, name=f"agentmemory-lease-{thread_id}", daemon=True)
     heart.start()
+    failed = False
     try:
         yield
+    except BaseException:
+        failed = True
+        raise
     finally:
         stop.set()
         heart.join()
-        release_fold_lease(thread_id, owner)
+        release_fold_lease(thread_id, owner, retrying=retried and failed)
 
 
 def park_fold(thread_id: int, deaths: int) -> None:
@@ -589,7 +604,7 @@ def fold_until_settled(
     if not take_fold_lease(thread_id, owner):
         return []  # the fold holding the lease re-checks when it is done; or parked
     outcomes: list[FoldOutcome] = []
-    with held_lease(thread_id, owner):
+    with held_lease(thread_id, owner, retried=True):
         if config.budget_driven:
             room = context_room(thread_fold_budget(thread), config)
             outcomes = settle(
