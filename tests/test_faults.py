@@ -249,6 +249,22 @@ def test_post_fold_answers_503_when_nothing_could_be_queued(
     assert Thread.objects.get(pk=thread.pk).fold_queued_until is None
 
 
+def test_post_fold_of_a_parked_thread_answers_409_and_sends_nothing(
+    settings: Any, api_client: Client
+) -> None:
+    settings.AGENTMEMORY = background(FOLD_MAX_DEATHS=1)
+    owner = api_client.user  # type: ignore[attr-defined]
+    thread = Thread.objects.create(title="parked", owner=owner)
+    assert services.take_fold_lease(thread.pk, "dies")
+    assert not services.take_fold_lease(thread.pk, "dies")  # parked
+    with publishing_app("redis://127.0.0.1:1/0"):  # a send would fail: none is tried
+        response = post_fold(api_client, thread)
+    assert response.status_code == 409, response.content
+    assert response.json()["state"] == "parked" and response.json()["task_id"] is None
+    assert "FOLD_MAX_DEATHS" in response.json()["detail"]
+    assert services._broker_down_until == 0.0
+
+
 # ---------------------------------------------------------------- deaths, parking, the lease
 
 
