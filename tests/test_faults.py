@@ -311,6 +311,31 @@ def test_a_fold_that_died_max_deaths_times_is_parked_out_loud_until_a_person_unp
     assert admin.fold_status(thread) == "-"
 
 
+def test_staff_see_a_parked_fold_in_the_admin_and_unpark_it(
+    settings: Any, admin_client: Client
+) -> None:
+    from django.urls import reverse
+
+    settings.AGENTMEMORY = background(FOLD_MAX_DEATHS=1)
+    thread = Thread.objects.create(title="parked in the admin")
+    other = Thread.objects.create(title="healthy")
+    assert services.take_fold_lease(thread.pk, "dies")
+    assert not services.take_fold_lease(thread.pk, "dies")  # parked
+    changelist = reverse("admin:agentmemory_thread_changelist")
+    listed = admin_client.get(changelist, {"fold_parked_until__isempty": "0"})
+    assert listed.status_code == 200
+    page = listed.content.decode()
+    assert "parked until" in page and "after 1 deaths" in page
+    assert "parked in the admin" in page and "healthy" not in page
+    response = admin_client.post(changelist, {
+        "action": "unpark_folds", "_selected_action": [thread.pk, other.pk],
+    }, follow=True)  # fmt: skip
+    assert "Fold enqueued for 1 thread(s)." in response.content.decode()
+    thread.refresh_from_db()
+    assert thread.fold_parked_until is None and thread.fold_deaths == 0
+    assert "after 1 deaths" not in admin_client.get(changelist).content.decode()
+
+
 @pytest.mark.django_db
 def test_the_sweep_retries_a_parked_fold_only_after_its_back_off(settings: Any) -> None:
     settings.AGENTMEMORY = background(FOLD_MAX_DEATHS=1, FOLD_PARK_BACKOFF=600)
