@@ -461,10 +461,11 @@ def take_fold_lease(thread_id: int, owner: str) -> bool:
     """One fold of a thread at a time, inline or background: a conditional update, so two
     workers (or two recalls) that fold at once never pay twice for one summary.
 
-    The lease lasts FOLD_LEASE seconds and its holder's heartbeat renews it. A lease not
-    released, run out or held by this very owner (a redelivered task keeps its id), means
-    the process that held it died: that is counted, and the FOLD_MAX_DEATHS-th death parks
-    the thread's fold instead (see `park_fold`). A parked thread lends its lease to no one.
+    The lease lasts FOLD_LEASE seconds and its holder's heartbeat renews it. Taking a
+    lease that was never released (it ran out, or this very owner holds it: a redelivered
+    task keeps its id) means the process that held it died: that is counted, and the
+    FOLD_MAX_DEATHS-th death parks the thread's fold instead (see `park_fold`). A parked
+    thread lends its lease to no one until its back-off is over.
     """
     now = timezone.now()
     lease = {
