@@ -11,6 +11,7 @@ span's messages) is shown by the one rule of :mod:`agentmemory.permissions`.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from typing import Any
 
 from django.contrib import admin, messages
@@ -258,21 +259,25 @@ class CoveredFilter(admin.SimpleListFilter):
 class ThreadAdmin(RefusingAdmin):
     list_display = (
         "id", "__str__", "owner", "client_key", "last_turn", "ttl", "timeline_link",
-        "updated_at",
+        "fold_status", "updated_at",
     )
     list_display_links = ("id", "__str__")
-    list_filter = ("write_tier", "window_retain", "created_at")
+    list_filter = (
+        "write_tier", "window_retain", "created_at",
+        ("fold_parked_until", admin.EmptyFieldListFilter),
+    )
     search_fields = ("title", "client_key", f"owner__{get_user_model().USERNAME_FIELD}")
     list_select_related = ("owner",)
     raw_id_fields = ("owner",)
     date_hierarchy = "created_at"
     readonly_fields = (
         "last_position", "last_turn", "created_at", "updated_at", "timeline_link", "savings",
+        "fold_status",
     )
     fields = (
         "owner", "client_key", "title", "metadata", "ttl", "write_tier", "window_retain",
-        "fold_budget", "timeline_link", "savings", "last_turn", "last_position", "created_at",
-        "updated_at",
+        "fold_budget", "timeline_link", "savings", "fold_status", "last_turn", "last_position",
+        "created_at", "updated_at",
     )
 
     @admin.display(description="summarizing: spent and saved")
@@ -285,7 +290,7 @@ class ThreadAdmin(RefusingAdmin):
             f"saved over {totals['summary_loads']} summary loads in recorded recalls"
             + (f" (ratio {totals['ratio']})" if totals["ratio"] is not None else "")
         )
-    actions = ["fold_now", "purge_expired"]
+    actions = ["fold_now", "unpark_folds", "purge_expired"]
 
     @admin.display(description="timeline")
     def timeline_link(self, obj: Thread) -> str:
@@ -342,16 +347,39 @@ class ThreadAdmin(RefusingAdmin):
 
     @admin.action(description="Fold now (enqueue the fold; runs inline under eager Celery)")
     def fold_now(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
-        sent = [thread.pk for thread in queryset if services.enqueue_fold(thread.pk)]
-        failed = queryset.count() - len(sent)
-        self.message_user(request, f"Fold enqueued for {len(sent)} thread(s).", messages.SUCCESS)
-        if failed:
+        self.report_folds(request, [services.request_fold(thread.pk) for thread in queryset])
+
+    @admin.action(description="Unpark folds (forget their deaths and enqueue them now)")
+    def unpark_folds(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:
+        parked = queryset.filter(fold_parked_until__isnull=False)
+        self.report_folds(request, [services.unpark_fold(thread) for thread in parked])
+
+    def report_folds(self, request: HttpRequest, asked: list[services.FoldRequest]) -> None:
+        states = Counter(fold.state for fold in asked)
+        sent = states.pop(services.FoldState.QUEUED, 0)
+        self.message_user(request, f"Fold enqueued for {sent} thread(s).", messages.SUCCESS)
+        if states.get(services.FoldState.BROKER_DOWN):
             self.message_user(
                 request,
-                f"{failed} fold(s) could not be enqueued (broker unreachable); the sweep "
-                "task will enqueue them.",
+                f"{states.pop(services.FoldState.BROKER_DOWN)} fold(s) could not be enqueued "
+                "(broker unreachable); the sweep task will enqueue them.",
                 messages.WARNING,
             )
+        if states:
+            others = ", ".join(f"{count} {state.label}" for state, count in states.items())
+            self.message_user(request, f"Not sent again: {others}.", messages.INFO)
+
+    @admin.display(description="background fold")
+    def fold_status(self, obj: Thread) -> str:
+        now = timezone.now()
+        if obj.fold_parked_until is not None:
+            return (f"parked until {obj.fold_parked_until:%Y-%m-%d %H:%M:%S} after "
+                    f"{obj.fold_deaths} deaths")  # fmt: skip
+        if obj.fold_lease_owner and (obj.fold_lease_until or now) >= now:
+            return "folding" + (f" ({obj.fold_deaths} deaths)" if obj.fold_deaths else "")
+        if obj.fold_queued_until is not None and obj.fold_queued_until >= now:
+            return "queued"
+        return "-"
 
     @admin.action(description="Purge expired entries, summaries and spans")
     def purge_expired(self, request: HttpRequest, queryset: QuerySet[Thread]) -> None:

@@ -141,11 +141,13 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         error("DEFAULT_TTL", f"is {ttl!r}.",
               "Use None (keep forever), a positive number of seconds or a timedelta.", "E008")
 
-    for key in ("FOLD_RETRY_MAX", "FOLDS_PER_TASK", "PURGE_BATCH_SIZE", "SWEEP_LIMIT"):
+    for key in ("FOLD_RETRY_MAX", "FOLDS_PER_TASK", "PURGE_BATCH_SIZE", "SWEEP_LIMIT",
+                "FOLD_MAX_DEATHS"):
         if not _is_int(get(key)) or get(key) < (0 if key == "FOLD_RETRY_MAX" else 1):
             error(key, f"must be a {'non-negative' if key == 'FOLD_RETRY_MAX' else 'positive'} "
                   f"integer, got {get(key)!r}.", f"The default is {DEFAULTS[key]}.", "E010")
-    for key in ("FOLD_RETRY_BACKOFF", "SWEEP_WINDOW"):
+    for key in ("FOLD_RETRY_BACKOFF", "SWEEP_WINDOW", "BROKER_TIMEOUT", "FOLD_LEASE",
+                "FOLD_PARK_BACKOFF"):
         value = get(key)
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             error(key, f"must be a positive number of seconds, got {value!r}.",
@@ -253,13 +255,14 @@ def _check_api() -> list[CheckMessage]:
             id="agentmemory.W002",
         ))
     rates = memory_settings.API_THROTTLE_RATES
-    if not isinstance(rates, dict) or set(rates) - {"append", "recall"} or any(
+    if not isinstance(rates, dict) or set(rates) - {"append", "recall", "fold"} or any(
         rate is not None and not (isinstance(rate, str) and "/" in rate)
         for rate in rates.values()
     ):
         errors.append(Error(
             f"{SETTINGS_NAME}['API_THROTTLE_RATES'] is {rates!r}.",
-            hint='Use {"append": "120/min" or None, "recall": "60/min" or None}.',
+            hint='Use {"append": "120/min" or None, "recall": "60/min" or None, '
+            '"fold": "30/min" or None}.',
             id="agentmemory.E012",
         ))
     for key in ("API_MAX_CONTENT_CHARS", "API_MAX_BATCH", "API_MAX_WINDOW", "API_PAGE_SIZE"):

@@ -71,6 +71,13 @@ DEFAULTS: dict[str, Any] = {
     "PURGE_BATCH_SIZE": 1000,
     "SWEEP_WINDOW": 86400,
     "SWEEP_LIMIT": 500,
+    # Faults (docs/operations.md): how long an enqueue may wait on the broker and the
+    # result backend; how long a fold's lease lasts unless its heartbeat renews it; how
+    # many deaths park a fold, and for how long before the sweep tries it again.
+    "BROKER_TIMEOUT": 5.0,
+    "FOLD_LEASE": 60.0,
+    "FOLD_MAX_DEATHS": 3,
+    "FOLD_PARK_BACKOFF": 3600.0,
     # live-window compaction: the seam that selects, the smallest fold worth a call,
     # and the retention policy for threads that set none ("conversation" or "discard").
     "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {}},
@@ -81,7 +88,7 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_BATCH": 500,
     "API_MAX_WINDOW": 5_000,
     "API_PAGE_SIZE": 50,
-    "API_THROTTLE_RATES": {"append": None, "recall": None},
+    "API_THROTTLE_RATES": {"append": None, "recall": None, "fold": "30/min"},
     # trust and cost (see docs/concepts.md): recall receipts; the fact-retention gate
     # (THRESHOLD None: measure only; ACTION "decline" or "append"); the key that signs
     # summaries (None: derived from SECRET_KEY); holding flagged summaries back until

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.exceptions import ImproperlyConfigured
 
 
@@ -63,7 +65,20 @@ class SummarizerError(AgentMemoryError):
 
 
 class TransientSummarizerError(SummarizerError):
-    """A summarizer failure worth retrying later (rate limit, timeout, 5xx)."""
+    """A summarizer failure worth retrying later (rate limit, timeout, 5xx).
+
+    ``retry_after``: the seconds the provider asked us to wait (its ``Retry-After``
+    header), or None when it said nothing; a background fold retries no sooner.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None, **kwargs: Any) -> None:
+        super().__init__(message, **kwargs)
+        self.retry_after = retry_after
+
+
+class BrokerTimeoutError(AgentMemoryError, TimeoutError):
+    """The broker (or the result backend) did not answer an enqueue within
+    AGENTMEMORY['BROKER_TIMEOUT'] seconds."""
 
 
 class MissingExtraError(AgentMemoryConfigurationError):

@@ -105,9 +105,21 @@ class Thread(models.Model):
     # position assignment one UPDATE instead of a scan of the thread.
     last_position = models.BigIntegerField(default=0, editable=False)
     last_turn = models.PositiveIntegerField(default=0, editable=False)
-    # Set while a background fold of this thread runs, so a second one stands aside.
+    # Set while a fold of this thread runs, so a second one stands aside; its holder's
+    # heartbeat renews it, and an owner left behind (the lease not released) is a death.
     fold_lease_until = models.DateTimeField(null=True, blank=True, editable=False)
     fold_lease_owner = models.CharField(max_length=64, blank=True, default="", editable=False)
+    # Set while a fold task is queued or waiting to retry: one retry chain per thread.
+    fold_queued_until = models.DateTimeField(null=True, blank=True, editable=False)
+    fold_deaths = models.PositiveSmallIntegerField(
+        default=0, editable=False,
+        help_text="Fold attempts in a row whose process died holding the lease.",
+    )
+    fold_parked_until = models.DateTimeField(
+        null=True, blank=True, editable=False,
+        help_text="A fold that died FOLD_MAX_DEATHS times waits for the sweep after this, "
+        "or for a person to unpark it.",
+    )
     created_at = models.DateTimeField(default=timezone.now, editable=False)
     updated_at = models.DateTimeField(auto_now=True)
 

@@ -7,18 +7,21 @@ writes happen in one transaction, and a call that raises has written nothing.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db import transaction
-from django.db.models import Q
+from django.db import DatabaseError, connections, models, transaction
+from django.db.models import F, Q
 from django.utils import timezone
 
 from agentmemory import signals
+from agentmemory.broker import send_within
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import MessageConflictError, NotASummaryError
 from agentmemory.extras import require
@@ -361,23 +364,6 @@ def _fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig
     return fold_span(thread, plan, config, summarizer)
 
 
-def _under_lease(thread: Thread, fold: Callable[[], list[FoldOutcome]]) -> list[FoldOutcome]:
-    """Run an inline fold under the thread's lease, waiting up to INLINE_FOLD_WAIT for a
-    fold that holds it: concurrent recalls of one thread pay for one summary."""
-    summarizer = get_summarizer()
-    owner = uuid.uuid4().hex
-    deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
-    while not take_fold_lease(thread.pk, owner, summarizer):
-        if time.monotonic() >= deadline:
-            decline(thread, summarizer, FoldPurpose.RECALL_FOLD, FOLD_IN_PROGRESS)
-            return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
-        time.sleep(0.05)
-    try:
-        return fold()
-    finally:
-        release_fold_lease(thread.pk, owner)
-
-
 def settle(
     thread: Thread,
     config: RecallConfig,
@@ -476,27 +462,133 @@ def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
     )
 
 
-def take_fold_lease(thread_id: int, owner: str, summarizer: BaseSummarizer) -> bool:
+def take_fold_lease(thread_id: int, owner: str) -> bool:
     """One fold of a thread at a time, inline or background: a conditional update, so two
-    workers (or two recalls) that fold at once never pay twice for one summary. The
-    lease runs out after the fold task's hard time limit, should its holder die."""
+    workers (or two recalls) that fold at once never pay twice for one summary.
+
+    The lease lasts FOLD_LEASE seconds and its holder's heartbeat renews it. Taking a
+    lease that was never released (it ran out, or this very owner holds it: a redelivered
+    task keeps its id) means the process that held it died: that is counted, and the
+    FOLD_MAX_DEATHS-th death parks the thread's fold instead (see `park_fold`). A parked
+    thread lends its lease to no one until its back-off is over.
+    """
     now = timezone.now()
-    lease = timedelta(seconds=fold_task_options(summarizer)["time_limit"])
-    return bool(
-        Thread.objects.filter(pk=thread_id)
-        .filter(
-            Q(fold_lease_until__isnull=True)
-            | Q(fold_lease_until__lt=now)
-            | Q(fold_lease_owner=owner)
-        )
-        .update(fold_lease_until=now + lease, fold_lease_owner=owner)
+    lease = {
+        "fold_lease_until": now + timedelta(seconds=float(memory_settings.FOLD_LEASE)),
+        "fold_lease_owner": owner,
+        "fold_queued_until": None,  # the queued task (or an inline fold) now runs
+    }
+    unparked = Thread.objects.filter(pk=thread_id).filter(
+        Q(fold_parked_until__isnull=True) | Q(fold_parked_until__lte=now)
     )
+    if unparked.filter(fold_lease_owner="").update(**lease):
+        return True
+    died = Q(fold_lease_owner=owner) | Q(fold_lease_until__lt=now) | Q(fold_lease_until=None)
+    if not unparked.filter(died).update(**lease, fold_deaths=F("fold_deaths") + 1):
+        return False
+    deaths = Thread.objects.filter(pk=thread_id).values_list("fold_deaths", flat=True).first()
+    if deaths is not None and deaths >= memory_settings.FOLD_MAX_DEATHS:
+        park_fold(thread_id, deaths)
+        return False
+    logger.warning(
+        "agentmemory: a fold of thread %s died holding its lease (%s of %s deaths before "
+        "it is parked); folding it again.", thread_id, deaths, memory_settings.FOLD_MAX_DEATHS,
+    )
+    return True
 
 
-def release_fold_lease(thread_id: int, owner: str) -> None:
+def release_fold_lease(thread_id: int, owner: str, *, retrying: bool = False) -> None:
+    """The holder finished (folded, declined or failed): its attempt did not die.
+
+    ``retrying``: the holder's task is about to retry, so the release marks the thread's
+    fold queued in the same update, leaving no moment for a second chain to start.
+    """
+    queued = {}
+    if retrying:
+        seconds = float(memory_settings.FOLD_LEASE)
+        queued["fold_queued_until"] = timezone.now() + timedelta(seconds=seconds)
     Thread.objects.filter(pk=thread_id, fold_lease_owner=owner).update(
-        fold_lease_until=None, fold_lease_owner=""
+        fold_lease_until=None, fold_lease_owner="", fold_deaths=0, fold_parked_until=None,
+        **queued,
     )
+
+
+@contextmanager
+def held_lease(thread_id: int, owner: str, *, retried: bool = False) -> Iterator[None]:
+    """Renew the lease every third of FOLD_LEASE while the block runs, then release it.
+
+    The heartbeat runs on its own thread and database connection, so a long summarizer
+    call keeps the lease while a killed worker's lease runs out within FOLD_LEASE.
+    ``retried``: an error out of the block is retried by the caller's task (see
+    `release_fold_lease`).
+    """
+    stop = threading.Event()
+    seconds = float(memory_settings.FOLD_LEASE)
+
+    def beat() -> None:
+        try:
+            while not stop.wait(seconds / 3):
+                try:
+                    Thread.objects.filter(pk=thread_id, fold_lease_owner=owner).update(
+                        fold_lease_until=timezone.now() + timedelta(seconds=seconds)
+                    )
+                except DatabaseError as exc:  # the next beat tries again
+                    logger.info("agentmemory: a fold lease heartbeat failed: %s", exc)
+        finally:
+            connections.close_all()
+
+    heart = threading.Thread(target=beat, name=f"agentmemory-lease-{thread_id}", daemon=True)
+    heart.start()
+    failed = False
+    try:
+        yield
+    except BaseException:
+        failed = True
+        raise
+    finally:
+        stop.set()
+        heart.join()
+        release_fold_lease(thread_id, owner, retrying=retried and failed)
+
+
+def park_fold(thread_id: int, deaths: int) -> None:
+    """Stop folding a thread whose folds keep dying: warn, signal, and wait for the sweep
+    after FOLD_PARK_BACKOFF seconds, or for `unpark_fold`."""
+    until = timezone.now() + timedelta(seconds=float(memory_settings.FOLD_PARK_BACKOFF))
+    Thread.objects.filter(pk=thread_id).update(
+        fold_parked_until=until, fold_lease_until=None, fold_lease_owner="",
+        fold_queued_until=None,
+    )
+    logger.warning(
+        "agentmemory: the fold of thread %s died %s times (FOLD_MAX_DEATHS) and is parked "
+        "until %s: the sweep tries it again then, or unpark it in the admin. Its "
+        "summarizer calls are in the ledger as 'reserved'.", thread_id, deaths, until,
+    )
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is not None:
+        signals.fold_parked.send(sender=Thread, thread=thread, deaths=deaths, until=until)
+
+
+def unpark_fold(thread: Thread) -> FoldRequest:
+    """A person's retry of a parked fold: forget its deaths and enqueue it now."""
+    Thread.objects.filter(pk=thread.pk).update(fold_parked_until=None, fold_deaths=0)
+    thread.fold_parked_until, thread.fold_deaths = None, 0
+    return request_fold(thread.pk)
+
+
+def _under_lease(thread: Thread, fold: Callable[[], list[FoldOutcome]]) -> list[FoldOutcome]:
+    """Run an inline fold under the thread's lease, waiting up to INLINE_FOLD_WAIT for a
+    fold that holds it: concurrent recalls of one thread pay for one summary."""
+    summarizer = get_summarizer()
+    owner = uuid.uuid4().hex
+    deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
+    while not take_fold_lease(thread.pk, owner):
+        if time.monotonic() >= deadline or fold_state(thread.pk).state == FoldState.PARKED:
+            decline(thread, summarizer, FoldPurpose.RECALL_FOLD, FOLD_IN_PROGRESS)
+            return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
+        time.sleep(0.05)
+    with held_lease(thread.pk, owner):
+        return fold()
 
 
 def fold_until_settled(
@@ -515,10 +607,10 @@ def fold_until_settled(
     # A redelivered or retried task keeps its id, so it takes back the lease a killed
     # worker left behind instead of waiting for it to run out.
     owner = lease_owner or uuid.uuid4().hex
-    if not take_fold_lease(thread_id, owner, summarizer):
-        return []  # the fold holding the lease re-checks when it is done
+    if not take_fold_lease(thread_id, owner):
+        return []  # the fold holding the lease re-checks when it is done; or parked
     outcomes: list[FoldOutcome] = []
-    try:
+    with held_lease(thread_id, owner, retried=True):
         if config.budget_driven:
             room = context_room(thread_fold_budget(thread), config)
             outcomes = settle(
@@ -536,35 +628,81 @@ def fold_until_settled(
                 outcomes.append(outcome)
                 if not outcome.folded:
                     break
-    finally:
-        release_fold_lease(thread_id, owner)
     if outcomes and outcomes[-1].folded and fold_due(thread):
         enqueue_fold(thread_id)  # appends that arrived meanwhile were turned away
     return outcomes
 
 
+def fold_retry_pending(thread_id: int, countdown: float) -> None:
+    """The task retries in ``countdown`` seconds: until then it stands for the thread's
+    queued fold, so appends start no second retry chain."""
+    until = timezone.now() + timedelta(seconds=countdown + float(memory_settings.FOLD_LEASE))
+    Thread.objects.filter(pk=thread_id).update(fold_queued_until=until)
+
+
 def give_up_fold(thread_id: int, exc: BaseException) -> None:
     """The background fold ran out of retries: warn once, send the decline signal."""
+    Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is not None:
         report_summarizer_failure(thread, get_summarizer(), exc)
 
 
-def enqueue_fold(thread_id: int, *, after_outage: bool = False) -> str | None:
-    """Send ``fold_thread`` to the broker and return the task id; an outage loses nothing.
+class FoldState(models.TextChoices):
+    """Where a thread's background fold stands after it was asked for."""
 
-    The database is the record of pending work: when the broker is down this logs a
-    warning and returns None, and ``sweep`` enqueues the fold once it is back. Without
-    Celery installed it raises MissingExtraError (the ``celery`` extra).
+    QUEUED = "queued", "a fold task was sent"
+    ALREADY_QUEUED = "already-queued", "a fold task is queued or waiting to retry"
+    FOLDING = "folding", "a fold holds the thread's lease"
+    PARKED = "parked", "the fold died FOLD_MAX_DEATHS times and is parked"
+    BROKER_DOWN = "broker-down", "nothing could be queued: the broker did not answer"
+
+
+@dataclass(frozen=True)
+class FoldRequest:
+    state: FoldState
+    task_id: str | None = None
+    parked_until: datetime | None = None
+
+
+def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
+    """Send ``fold_thread`` for a thread unless one is already on its way.
+
+    One chain per thread: the send claims ``Thread.fold_queued_until`` by a conditional
+    update (FOLD_LEASE seconds, renewed by a retrying task), so while a fold is queued,
+    retrying or holding the lease, more requests answer with that state and send
+    nothing. A parked thread is sent only by the sweep, once its back-off is over.
+    The database is the record of pending work: when the broker is down or does not
+    answer within BROKER_TIMEOUT this logs a warning, stops sending from this process
+    for BROKER_BACKOFF_SECONDS (the sweep excepted) and answers BROKER_DOWN; the sweep
+    enqueues the fold once the broker is back. Without Celery installed it raises
+    MissingExtraError (the ``celery`` extra).
     """
     global _broker_down_until
     fold_thread = require("Background folding", "agentmemory.tasks").fold_thread
-    options = fold_task_options(get_summarizer())
-    if time.monotonic() < _broker_down_until and not after_outage:
-        return None  # the broker failed moments ago: do not make this request wait too
+    if time.monotonic() < _broker_down_until and not by_sweep:
+        # The broker failed moments ago: do not make this request wait too.
+        return FoldRequest(FoldState.BROKER_DOWN)
+    now = timezone.now()
+    parked = Q(fold_parked_until__isnull=True)
+    if by_sweep:
+        parked |= Q(fold_parked_until__lte=now)
+    claimed = (
+        Thread.objects.filter(pk=thread_id)
+        .filter(parked)
+        .filter(Q(fold_queued_until__isnull=True) | Q(fold_queued_until__lt=now))
+        .filter(Q(fold_lease_owner="") | Q(fold_lease_until__lt=now))
+        .update(fold_queued_until=now + timedelta(seconds=float(memory_settings.FOLD_LEASE)))
+    )
+    if not claimed:
+        return fold_state(thread_id)
     try:
-        task_id = str(fold_thread.apply_async((thread_id,), **options).id)
+        task_id = send_within(
+            fold_thread, (thread_id,), fold_task_options(get_summarizer()),
+            float(memory_settings.BROKER_TIMEOUT),
+        )
     except Exception as exc:
+        Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
         _broker_down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
         logger.warning(
             "agentmemory: could not enqueue the fold of thread %s (%s: %s); no fold is "
@@ -575,12 +713,31 @@ def enqueue_fold(thread_id: int, *, after_outage: bool = False) -> str | None:
             exc,
             BROKER_BACKOFF_SECONDS,
         )
-        return None
+        return FoldRequest(FoldState.BROKER_DOWN)
     _broker_down_until = 0.0
-    return task_id
+    return FoldRequest(FoldState.QUEUED, task_id=task_id)
 
 
-# A broker outage costs one request its connection timeout, not every request.
+def fold_state(thread_id: int) -> FoldRequest:
+    """Why no fold task was sent for a thread just now (see `request_fold`)."""
+    now = timezone.now()
+    thread = Thread.objects.filter(pk=thread_id).only(
+        "fold_parked_until", "fold_lease_owner", "fold_lease_until"
+    ).first()
+    if thread is None or thread.fold_parked_until is not None:
+        until = thread.fold_parked_until if thread else None
+        return FoldRequest(FoldState.PARKED, parked_until=until)
+    if thread.fold_lease_owner and (thread.fold_lease_until or now) >= now:
+        return FoldRequest(FoldState.FOLDING)
+    return FoldRequest(FoldState.ALREADY_QUEUED)
+
+
+def enqueue_fold(thread_id: int, *, after_outage: bool = False) -> str | None:
+    """`request_fold` for callers that need only the id of the task it sent, or None."""
+    return request_fold(thread_id, by_sweep=after_outage).task_id
+
+
+# A broker outage costs one request its BROKER_TIMEOUT, not every request.
 BROKER_BACKOFF_SECONDS = 30.0
 _broker_down_until = 0.0
 
@@ -599,7 +756,8 @@ def fold_task_options(summarizer: BaseSummarizer) -> dict[str, Any]:
 
 
 def sweep(*, now: datetime | None = None) -> list[int]:
-    """Enqueue folds that are due but were never done (a lost task, a broker outage).
+    """Enqueue folds that are due but were never done (a lost task, a broker outage, a
+    parked fold whose back-off is over).
 
     Looks at threads written within ``SWEEP_WINDOW`` seconds, newest first, at most
     ``SWEEP_LIMIT`` of them; returns the ids it enqueued.

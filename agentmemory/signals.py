@@ -14,6 +14,11 @@ exception class name for ``summarizer-failed``, else ``""``).
 
 Both are sent with ``sender`` = the summarizer class.
 
+``fold_parked``: a thread's fold died (its process was killed holding the lease)
+``FOLD_MAX_DEATHS`` times in a row and will not be tried again until the sweep after
+``FOLD_PARK_BACKOFF`` seconds, or a person unparks it. Arguments: ``thread``,
+``deaths``, ``until``. Sent with ``sender`` = the Thread model.
+
 ``summary_tampered``: a stored summary or folded span no longer matches its keyed
 fingerprint (someone edited the row). Arguments: ``thread``, ``summary`` (or None),
 ``span`` (or None). Sent with ``sender`` = the model class. The summary is retired and
@@ -27,3 +32,4 @@ from django.dispatch import Signal
 fold_completed = Signal()
 fold_declined = Signal()
 summary_tampered = Signal()
+fold_parked = Signal()

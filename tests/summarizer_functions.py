@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 from agentmemory.summarizers.base import ChatMessage
 from agentmemory.transcript import TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN
 
@@ -23,3 +25,9 @@ def count_lines(messages: list[ChatMessage]) -> str:
 def returns_none(messages: list[ChatMessage]) -> None:
     """A broken function: it forgets to return the text."""
     del messages
+
+
+def kills_its_process(messages: list[ChatMessage]) -> str:
+    """A poison fold: the process dies in the call, as on out-of-memory or a segfault."""
+    del messages
+    os._exit(1)

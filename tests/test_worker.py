@@ -34,7 +34,7 @@ from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCa
 from agentmemory.pipeline.summarize import SUMMARIZER_FAILED
 from agentmemory.transcript import SUMMARY_LABEL_PREFIX
 from tests.conftest import SEED_COUNTS, require_service
-from tests.openai_server import TEST_API_KEY, Failure, OpenAIServer, summarizer_settings
+from tests.openai_server import TEST_API_KEY, Delay, Failure, OpenAIServer, summarizer_settings
 
 pytestmark = [
     pytest.mark.skipif(
@@ -663,3 +663,95 @@ def test_a_failing_summarizer_retries_boundedly_then_declines(
         # Celery's retry lines name the redacted error, never the provider's text.
         assert failure.body()["error"]["message"] not in worker.log()
         assert worker.log().count(f"HTTP {failure.status}") >= RETRY_MAX + 1, worker.log_tail()
+
+
+# ---------------------------------------------------------------- 6. a poison fold (issue 13)
+
+
+def test_a_fold_that_kills_its_worker_is_parked_after_max_deaths(
+    start_worker: Callable[..., Worker],
+    broker: Broker,
+    use_memory_settings: Callable[..., None],
+) -> None:
+    """Each delivery dies in the call; its redelivery (same task id) finds the lease it
+    left and counts a death; the FOLD_MAX_DEATHS-th is parked and acknowledged."""
+    poison = {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
+              "MODEL": "poison", "OPTIONS": {"FUNCTION": "tests.summarizer_functions."
+                                                         "kills_its_process"}}  # fmt: skip
+    memory = memory_settings(poison, FOLD_MAX_DEATHS=2, FOLD_PARK_BACKOFF=600)
+    use_memory_settings(memory)
+    worker = start_worker(memory)
+    thread = Thread.objects.create(title="poison")
+
+    append_messages(thread, range(1, 21))
+    assert len(broker.published) == 1
+    wait_until(
+        lambda: Thread.objects.get(pk=thread.pk).fold_parked_until, 60,
+        "the poison fold to be parked", worker,
+    )
+    settled(broker, worker)  # acknowledged: no more redeliveries
+    thread.refresh_from_db()
+    assert thread.fold_deaths == 2 and thread.fold_lease_owner == ""
+    # Every killed attempt is in the ledger, reserved at its estimate, never settled.
+    outcomes = SummarizerCall.objects.filter(thread=thread).values_list("outcome", flat=True)
+    assert list(outcomes) == [CallOutcome.RESERVED] * 2
+    assert worker.log().count("WorkerLostError") >= 2, worker.log_tail()
+    assert "is parked until" in worker.log(), worker.log_tail()
+    # Parked: appends send nothing and the sweep waits out the back-off.
+    services.append(thread, message(21))
+    assert len(broker.published) == 1
+    assert services.sweep() == []
+    assert summaries(thread) == []
+
+
+# ---------------------------------------------------------------- 7. retry storms (issue 13)
+
+
+def test_appends_during_a_provider_outage_start_one_retry_chain(
+    start_worker: Callable[..., Worker],
+    broker: Broker,
+    openai_server: OpenAIServer,
+    use_memory_settings: Callable[..., None],
+) -> None:
+    memory = memory_settings(openai_summarizer(openai_server, timeout=5.0),
+                             FOLD_RETRY_MAX=RETRY_MAX)  # fmt: skip
+    use_memory_settings(memory)
+    attempts = RETRY_MAX + 1
+    # Each failing call takes a second, so the appends below land inside the chain.
+    openai_server.script(*[Delay(1.0, Failure(500)) for _ in range(attempts)])
+    start_worker(memory)
+    thread = Thread.objects.create(title="storm")
+
+    append_messages(thread, range(1, 21))
+    openai_server.wait_for_requests(1, timeout=30)
+    for number in range(21, 41):  # every one of these finds a fold due
+        services.append(thread, message(number))
+        assert services.fold_due(thread)
+    assert len(openai_server.chat_requests) < attempts, "the chain ended before the appends"
+    result = broker.result(broker.published[0], timeout=60)
+    assert result["declined"] == [SUMMARIZER_FAILED]
+    assert len(broker.published) == 1, "an append started a second retry chain"
+    assert len(openai_server.chat_requests) == attempts
+
+
+def test_a_rate_limited_fold_retries_no_sooner_than_retry_after(
+    start_worker: Callable[..., Worker],
+    broker: Broker,
+    openai_server: OpenAIServer,
+    use_memory_settings: Callable[..., None],
+) -> None:
+    wait = 2.0
+    memory = memory_settings(openai_summarizer(openai_server, timeout=5.0))  # backoff 0.2 s
+    use_memory_settings(memory)
+    openai_server.script(Failure(429, headers={"Retry-After": str(int(wait))}))
+    worker = start_worker(memory)
+    thread = Thread.objects.create(title="rate limited")
+
+    append_messages(thread, range(1, 21))
+    openai_server.wait_for_requests(1, timeout=30)
+    refused_at = time.monotonic()
+    openai_server.wait_for_requests(2, timeout=30)
+    retried_after = time.monotonic() - refused_at
+    assert retried_after >= wait - 0.1, f"retried after {retried_after:.2f}s"
+    wait_until(lambda: summaries(thread), 30, "the retried fold", worker)
+    assert len(openai_server.chat_requests) == 2

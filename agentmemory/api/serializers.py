@@ -25,6 +25,7 @@ from agentmemory.models import (
     Thread,
     Tier,
 )
+from agentmemory.services import FoldState
 
 MAX_INT = 2**31 - 1
 MAX_BUDGET = 10_000_000
@@ -303,6 +304,8 @@ class FoldRequestSerializer(StrictSerializer):
 class FoldResponseSerializer(serializers.Serializer):
     mode = serializers.CharField()
     task_id = serializers.CharField(allow_null=True, required=False)
+    state = serializers.ChoiceField(choices=FoldState.choices, required=False)
+    detail = serializers.CharField(required=False)
     folded = serializers.BooleanField(required=False)
     summary_id = serializers.IntegerField(allow_null=True, required=False)
     decline = serializers.CharField(allow_null=True, required=False)

@@ -1,4 +1,4 @@
-"""Per-user throttles for append and recall, rated by AGENTMEMORY['API_THROTTLE_RATES']."""
+"""Per-user throttles for append, recall and fold, rated by AGENTMEMORY['API_THROTTLE_RATES']."""
 
 from __future__ import annotations
 
@@ -6,18 +6,19 @@ from typing import Any
 
 from rest_framework.throttling import UserRateThrottle
 
-from agentmemory.conf import memory_settings
+from agentmemory.conf import DEFAULTS, memory_settings
 
 
 class AgentMemoryThrottle(UserRateThrottle):
-    """Scope ``append`` or ``recall``; a rate of None turns the throttle off."""
+    """Scope ``append``, ``recall`` or ``fold``; a rate of None turns the throttle off, a
+    scope the setting leaves out keeps its default rate."""
 
     def __init__(self) -> None:  # rates are read per request, not at import
         pass
 
     def allow_request(self, request: Any, view: Any) -> bool:
         self.scope = getattr(view, "throttle_scope", None)
-        rates = memory_settings.API_THROTTLE_RATES or {}
+        rates = {**DEFAULTS["API_THROTTLE_RATES"], **(memory_settings.API_THROTTLE_RATES or {})}
         self.rate = rates.get(self.scope) if self.scope else None
         if self.rate is None:
             return True

@@ -255,10 +255,16 @@ class Recall(MemoryAPIView):
 
 
 class Fold(MemoryAPIView):
+    throttle_scope = "fold"
+
     @extend_schema(
         request=s.FoldRequestSerializer,
-        responses={200: s.FoldResponseSerializer, 202: s.FoldResponseSerializer},
-        description="Background mode: 202 with the task id. Inline: 200 with the result.",
+        responses={200: s.FoldResponseSerializer, 202: s.FoldResponseSerializer,
+                   409: s.FoldResponseSerializer, 503: s.FoldResponseSerializer},
+        description="Background mode: 202 with the task id and state `queued`, or with "
+        "no new task and the state of the one queued or folding (`already-queued`, "
+        "`folding`); 409 when the thread's fold is parked after dying FOLD_MAX_DEATHS "
+        "times; 503 when the broker could not be reached. Inline: 200 with the result.",
     )
     def post(self, request: Request, thread_id: int) -> Response:
         thread = self.thread()
@@ -266,8 +272,7 @@ class Fold(MemoryAPIView):
         serializer.is_valid(raise_exception=True)
         mode = serializer.validated_data.get("mode", memory_settings.RECALL_MODE)
         if mode == "background":
-            task_id = services.enqueue_fold(thread.pk)
-            return Response({"mode": mode, "task_id": task_id}, status=status.HTTP_202_ACCEPTED)
+            return self.background(thread)
         outcome = services.fold(
             thread, budget_tokens=serializer.validated_data.get("budget_tokens")
         )
@@ -277,6 +282,23 @@ class Fold(MemoryAPIView):
             "summary_id": outcome.summary.pk if outcome.summary else None,
             "decline": outcome.decline,
         })
+
+    def background(self, thread: Thread) -> Response:
+        asked = services.request_fold(thread.pk)
+        body: dict[str, Any] = {"mode": "background", "task_id": asked.task_id,
+                                "state": asked.state.value}  # fmt: skip
+        if asked.state == services.FoldState.BROKER_DOWN:
+            body["detail"] = ("No fold could be queued: the task broker did not answer. "
+                              "Nothing was lost; the periodic sweep queues it, or retry "
+                              "later.")  # fmt: skip
+            return Response(body, status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": str(int(services.BROKER_BACKOFF_SECONDS))})
+        if asked.state == services.FoldState.PARKED:
+            body["detail"] = (f"This thread's fold died AGENTMEMORY['FOLD_MAX_DEATHS'] times "
+                              f"and is parked until {asked.parked_until}; the sweep retries "
+                              "it then, or staff unpark it in the admin.")  # fmt: skip
+            return Response(body, status=status.HTTP_409_CONFLICT)
+        return Response(body, status=status.HTTP_202_ACCEPTED)
 
 
 # ---------------------------------------------------------------- summaries

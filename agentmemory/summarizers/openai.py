@@ -9,7 +9,9 @@ client's own retries are off, and retrying is the background task's decision (la
 
 from __future__ import annotations
 
+import email.utils
 import os
+from datetime import UTC, datetime
 from typing import Any
 
 import openai
@@ -115,9 +117,38 @@ def _provider_error(exc: openai.OpenAIError, model: str) -> SummarizerError:
         if value is not None
     ]
     suffix = f" ({', '.join(details)})" if details else ""
+    kwargs: dict[str, Any] = {
+        "status_code": status,
+        "code": str(code) if code is not None else None,
+        "error_type": str(error_type) if error_type is not None else None,
+    }
+    if error is TransientSummarizerError and isinstance(exc, openai.APIStatusError):
+        kwargs["retry_after"] = retry_after(exc.response.headers)
     return error(
-        redact(f"{model}: the provider failed with {type(exc).__name__}{suffix}."),
-        status_code=status,
-        code=str(code) if code is not None else None,
-        error_type=str(error_type) if error_type is not None else None,
+        redact(f"{model}: the provider failed with {type(exc).__name__}{suffix}."), **kwargs
     )
+
+
+def retry_after(headers: Any) -> float | None:
+    """The wait a 429 or 503 asks for: ``retry-after-ms``, or ``Retry-After`` in seconds or
+    as an HTTP date; None when absent or unreadable."""
+    milliseconds = headers.get("retry-after-ms")
+    try:
+        if milliseconds is not None:
+            return max(0.0, float(milliseconds) / 1000)
+    except ValueError:
+        pass
+    value = headers.get("retry-after")
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - datetime.now(UTC)).total_seconds())

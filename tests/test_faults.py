@@ -1,0 +1,447 @@
+"""Background folding under faults (issue 13, items 2 and 3), in-process.
+
+A hung broker (a loopback server that accepts and never answers), a real Redis queue
+counted for duplicate sends, the loopback OpenAI-compatible server for Retry-After,
+and a database error raised by the database layer's execute hook. The real-worker side
+(a summarizer that kills its process, retry chains timed at the provider) is in
+``tests/test_worker.py``.
+"""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import OperationalError, connection
+from django.test import Client
+from django.utils import timezone
+
+from agentmemory import services, signals
+from agentmemory.admin import ThreadAdmin
+from agentmemory.exceptions import TransientSummarizerError
+from agentmemory.models import EntryKind, MemoryEntry, Thread
+from tests.conftest import SEED_COUNTS
+from tests.openai_server import TEST_API_KEY, Failure, OpenAIServer, summarizer_settings
+
+OFFLINE = {"BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer", "MODEL": "offline-1"}
+
+
+@contextmanager
+def retries_recorded() -> Iterator[list[Any]]:
+    """Every ``Retry`` a task raised while the block ran (Celery's task_retry signal)."""
+    from celery.signals import task_retry
+
+    retried: list[Any] = []
+
+    def record(reason: Any = None, **_: Any) -> None:
+        retried.append(reason)
+
+    task_retry.connect(record, weak=False)
+    try:
+        yield retried
+    finally:
+        task_retry.disconnect(record)
+
+
+def background(**extra: Any) -> dict[str, Any]:
+    return {**SEED_COUNTS, "RECALL_MODE": "background", "SUMMARIZER": OFFLINE, **extra}
+
+
+def fill(thread: Thread, count: int = 19) -> None:
+    """``count`` messages: with the seeds' counts, the 20th append makes a fold due."""
+    for number in range(count):
+        role = "user" if number % 2 == 0 else "assistant"
+        content = f"message {number} about order 4{number}"
+        services.append(thread, {"role": role, "content": content})
+
+
+class SilentServer:
+    """Accepts TCP connections and never answers: a paused or overloaded Redis."""
+
+    def __init__(self) -> None:
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.listener.settimeout(0.05)
+        self.port = int(self.listener.getsockname()[1])
+        self.accepted: list[socket.socket] = []
+        self._stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while not self._stop.is_set():
+            try:
+                client, _ = self.listener.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                return
+            self.accepted.append(client)
+
+    def close(self) -> None:
+        self._stop.set()
+        self.listener.close()
+        for client in self.accepted:
+            client.close()
+
+
+@contextmanager
+def publishing_app(broker_url: str, **conf: Any) -> Iterator[Any]:
+    """A real Celery app, eager mode off, current while the block runs."""
+    from celery import current_app
+
+    from tests.celery_app import make_app
+
+    app = make_app(f"faults-{uuid.uuid4().hex[:8]}", broker_url=broker_url,
+                   result_backend=conf.pop("result_backend", broker_url),
+                   task_always_eager=False, **conf)  # fmt: skip
+    previous = current_app._get_current_object()
+    app.set_current()
+    try:
+        yield app
+    finally:
+        previous.set_current()
+        app.close()
+
+
+# ---------------------------------------------------------------- item 2: bounded waits
+
+
+@pytest.mark.django_db(transaction=True)  # the append enqueues on commit
+def test_an_append_waits_at_most_broker_timeout_on_a_hung_broker_and_backs_off(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    bound = 0.5
+    settings.AGENTMEMORY = background(BROKER_TIMEOUT=bound)
+    silent = SilentServer()
+    thread = Thread.objects.create(title="hung broker")
+    fill(thread)
+    url = f"redis://127.0.0.1:{silent.port}/0"
+    try:
+        with publishing_app(url), caplog.at_level("WARNING", logger="agentmemory"):
+            started = time.monotonic()
+            services.append(thread, {"role": "user", "content": "the one that makes it due"})
+            elapsed = time.monotonic() - started
+            assert silent.accepted, "the send never reached the hung broker"
+            assert services.fold_due(thread)
+            assert elapsed < bound + 1.0, f"the append waited {elapsed:.1f}s on a hung broker"
+            # The back-off started on the timeout, as it does on a refusal.
+            assert services._broker_down_until > time.monotonic()
+            connections_before = len(silent.accepted)
+            started = time.monotonic()
+            services.append(thread, {"role": "assistant", "content": "and another"})
+            assert time.monotonic() - started < bound / 2
+            assert len(silent.accepted) == connections_before, "a send was tried in back-off"
+    finally:
+        silent.close()
+    warnings = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
+    assert len(warnings) == 1 and "BrokerTimeoutError" in warnings[0], warnings
+    # Nothing is marked queued: the sweep will send it once the broker answers.
+    assert Thread.objects.get(pk=thread.pk).fold_queued_until is None
+
+
+# ---------------------------------------------------------------- item 3: one chain per thread
+
+
+@pytest.fixture
+def redis_queue(redis_url: str) -> Iterator[tuple[str, Any]]:
+    """A fresh queue name on the tests' Redis, and a client to count its messages."""
+    import redis
+
+    queue = f"agentmemory-faults-{uuid.uuid4().hex[:8]}"
+    client = redis.Redis.from_url(redis_url)
+    try:
+        yield queue, client
+    finally:
+        client.delete(queue)
+        client.close()
+
+
+@pytest.mark.django_db(transaction=True)  # each append enqueues on commit
+def test_twenty_appends_to_a_due_thread_send_one_fold(
+    settings: Any, redis_url: str, redis_queue: tuple[str, Any]
+) -> None:
+    queue, client = redis_queue
+    settings.AGENTMEMORY = background(FOLD_QUEUE=queue)
+    thread = Thread.objects.create(title="storm")
+    fill(thread)
+    with publishing_app(redis_url):
+        for number in range(20):
+            services.append(thread, {"role": "user", "content": f"still waiting {number}"})
+        assert client.llen(queue) == 1
+        assert services.request_fold(thread.pk).state == services.FoldState.ALREADY_QUEUED
+        assert services.sweep() == []
+        assert client.llen(queue) == 1
+        # The queued task starts: its lease stands for the fold, and still no second send.
+        assert services.take_fold_lease(thread.pk, "the-queued-task")
+        assert services.request_fold(thread.pk).state == services.FoldState.FOLDING
+        services.release_fold_lease(thread.pk, "the-queued-task")
+        assert services.enqueue_fold(thread.pk)
+        assert client.llen(queue) == 2
+
+
+# ---------------------------------------------------------------- POST fold/
+
+
+@pytest.fixture
+def api_client(db: None) -> Client:
+    user = get_user_model().objects.create_user("folder", password="pw")
+    client = Client()
+    client.force_login(user)
+    client.user = user  # type: ignore[attr-defined]
+    return client
+
+
+def post_fold(client: Client, thread: Thread) -> Any:
+    return client.post(f"/api/memory/threads/{thread.pk}/fold/", {"mode": "background"},
+                       content_type="application/json")  # fmt: skip
+
+
+def test_post_fold_is_deduplicated_and_throttled(
+    settings: Any, api_client: Client, redis_url: str, redis_queue: tuple[str, Any]
+) -> None:
+    from django.core.cache import cache
+
+    cache.clear()
+    queue, client = redis_queue
+    settings.AGENTMEMORY = background(FOLD_QUEUE=queue, API_THROTTLE_RATES={"fold": "3/min"})
+    owner = api_client.user  # type: ignore[attr-defined]
+    thread = Thread.objects.create(title="posted", owner=owner)
+    with publishing_app(redis_url):
+        first = post_fold(api_client, thread)
+        assert first.status_code == 202, first.content
+        assert first.json()["state"] == "queued" and first.json()["task_id"]
+        again = post_fold(api_client, thread)
+        assert again.status_code == 202
+        assert again.json() == {"mode": "background", "task_id": None,
+                                "state": "already-queued"}  # fmt: skip
+        assert client.llen(queue) == 1
+        assert post_fold(api_client, thread).status_code == 202
+        throttled = post_fold(api_client, thread)
+        assert throttled.status_code == 429, throttled.content
+    assert client.llen(queue) == 1
+    cache.clear()
+
+
+def test_post_fold_answers_503_when_nothing_could_be_queued(
+    settings: Any, api_client: Client
+) -> None:
+    probe = socket.create_server(("127.0.0.1", 0))
+    closed_port = probe.getsockname()[1]
+    probe.close()  # nothing listens there: the broker refuses
+    settings.AGENTMEMORY = background(BROKER_TIMEOUT=1.0)
+    owner = api_client.user  # type: ignore[attr-defined]
+    thread = Thread.objects.create(title="refused", owner=owner)
+    with publishing_app(f"redis://127.0.0.1:{closed_port}/0"):
+        started = time.monotonic()
+        response = post_fold(api_client, thread)
+        assert time.monotonic() - started < 2.0
+    assert response.status_code == 503, response.content
+    body = response.json()
+    assert body["state"] == "broker-down" and body["task_id"] is None
+    assert "No fold could be queued" in body["detail"]
+    assert response["Retry-After"] == "30"
+    assert Thread.objects.get(pk=thread.pk).fold_queued_until is None
+
+
+def test_post_fold_of_a_parked_thread_answers_409_and_sends_nothing(
+    settings: Any, api_client: Client
+) -> None:
+    settings.AGENTMEMORY = background(FOLD_MAX_DEATHS=1)
+    owner = api_client.user  # type: ignore[attr-defined]
+    thread = Thread.objects.create(title="parked", owner=owner)
+    assert services.take_fold_lease(thread.pk, "dies")
+    assert not services.take_fold_lease(thread.pk, "dies")  # parked
+    with publishing_app("redis://127.0.0.1:1/0"):  # a send would fail: none is tried
+        response = post_fold(api_client, thread)
+    assert response.status_code == 409, response.content
+    assert response.json()["state"] == "parked" and response.json()["task_id"] is None
+    assert "FOLD_MAX_DEATHS" in response.json()["detail"]
+    assert services._broker_down_until == 0.0
+
+
+# ---------------------------------------------------------------- deaths, parking, the lease
+
+
+@pytest.mark.django_db
+def test_a_fold_that_died_max_deaths_times_is_parked_out_loud_until_a_person_unparks_it(
+    settings: Any, caplog: pytest.LogCaptureFixture, rf: Any
+) -> None:
+    """Each take of a lease nobody released is a death (what a killed worker leaves)."""
+    settings.AGENTMEMORY = background(FOLD_MAX_DEATHS=2, FOLD_PARK_BACKOFF=600)
+    thread = Thread.objects.create(title="poison")
+    parked: list[dict[str, Any]] = []
+
+    def receive(**kwargs: Any) -> None:
+        parked.append(kwargs)
+
+    signals.fold_parked.connect(receive)
+    try:
+        with caplog.at_level("WARNING", logger="agentmemory"):
+            assert services.take_fold_lease(thread.pk, "task-1")  # delivery 1: dies
+            assert services.take_fold_lease(thread.pk, "task-1")  # redelivered: 1 death
+            assert Thread.objects.get(pk=thread.pk).fold_deaths == 1
+            assert not parked
+            assert not services.take_fold_lease(thread.pk, "task-1")  # 2 deaths: parked
+    finally:
+        signals.fold_parked.disconnect(receive)
+    thread.refresh_from_db()
+    assert thread.fold_deaths == 2 and thread.fold_lease_owner == ""
+    assert thread.fold_parked_until is not None and thread.fold_parked_until > timezone.now()
+    assert [(p["thread"].pk, p["deaths"]) for p in parked] == [(thread.pk, 2)]
+    assert any("is parked" in r.getMessage() and r.levelname == "WARNING"
+               for r in caplog.records)  # fmt: skip
+    # Parked: no one takes the lease, appends' requests send nothing, the sweep waits.
+    assert not services.take_fold_lease(thread.pk, "someone-else")
+    assert services.request_fold(thread.pk).state == services.FoldState.PARKED
+    admin = ThreadAdmin(Thread, None)  # type: ignore[arg-type]
+    status = admin.fold_status(thread)
+    assert status.startswith("parked until") and "2 deaths" in status
+    # A person unparks it (the admin action calls this): deaths forgotten, sent again
+    # (eagerly here: the fold runs and finds nothing to fold).
+    asked = services.unpark_fold(thread)
+    assert asked.state == services.FoldState.QUEUED
+    thread.refresh_from_db()
+    assert thread.fold_parked_until is None and thread.fold_deaths == 0
+    assert admin.fold_status(thread) == "-"
+
+
+def test_staff_see_a_parked_fold_in_the_admin_and_unpark_it(
+    settings: Any, admin_client: Client
+) -> None:
+    from django.urls import reverse
+
+    settings.AGENTMEMORY = background(FOLD_MAX_DEATHS=1)
+    thread = Thread.objects.create(title="parked in the admin")
+    other = Thread.objects.create(title="healthy")
+    assert services.take_fold_lease(thread.pk, "dies")
+    assert not services.take_fold_lease(thread.pk, "dies")  # parked
+    changelist = reverse("admin:agentmemory_thread_changelist")
+    listed = admin_client.get(changelist, {"fold_parked_until__isempty": "0"})
+    assert listed.status_code == 200
+    page = listed.content.decode()
+    assert "parked until" in page and "after 1 deaths" in page
+    assert "parked in the admin" in page and "healthy" not in page
+    response = admin_client.post(changelist, {
+        "action": "unpark_folds", "_selected_action": [thread.pk, other.pk],
+    }, follow=True)  # fmt: skip
+    assert "Fold enqueued for 1 thread(s)." in response.content.decode()
+    thread.refresh_from_db()
+    assert thread.fold_parked_until is None and thread.fold_deaths == 0
+    assert "after 1 deaths" not in admin_client.get(changelist).content.decode()
+
+
+@pytest.mark.django_db
+def test_the_sweep_retries_a_parked_fold_only_after_its_back_off(settings: Any) -> None:
+    settings.AGENTMEMORY = background(FOLD_MAX_DEATHS=1, FOLD_PARK_BACKOFF=600)
+    thread = Thread.objects.create(title="parked, then swept")
+    fill(thread, 20)  # eager Celery folds at once; add the next span's worth
+    fill(thread, 20)
+    assert services.fold_due(thread)
+    assert services.take_fold_lease(thread.pk, "dies")
+    assert not services.take_fold_lease(thread.pk, "dies")  # one death parks it
+    assert services.sweep() == []
+    Thread.objects.filter(pk=thread.pk).update(
+        fold_parked_until=timezone.now() - timezone.timedelta(seconds=1)
+    )
+    assert services.sweep() == [thread.pk]
+    thread.refresh_from_db()
+    assert thread.fold_parked_until is None and thread.fold_deaths == 0
+    assert not services.fold_due(thread)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_dead_holders_lease_is_taken_back_after_fold_lease_while_a_live_one_is_kept(
+    settings: Any,
+) -> None:
+    lease = 0.6
+    settings.AGENTMEMORY = background(FOLD_LEASE=lease)
+    thread = Thread.objects.create(title="lease")
+    # A holder that died: it took the lease and no heartbeat renews it.
+    assert services.take_fold_lease(thread.pk, "dead")
+    assert not services.take_fold_lease(thread.pk, "successor")
+    time.sleep(lease + 0.1)
+    assert services.take_fold_lease(thread.pk, "successor")
+    assert Thread.objects.get(pk=thread.pk).fold_deaths == 1
+    services.release_fold_lease(thread.pk, "successor")
+    assert Thread.objects.get(pk=thread.pk).fold_deaths == 0
+
+    # A live holder in a long call: its heartbeat keeps the lease past FOLD_LEASE.
+    assert services.take_fold_lease(thread.pk, "alive")
+    with services.held_lease(thread.pk, "alive"):
+        time.sleep(lease * 2.5)
+        assert not services.take_fold_lease(thread.pk, "successor")
+    assert services.take_fold_lease(thread.pk, "successor")
+    assert Thread.objects.get(pk=thread.pk).fold_deaths == 0
+
+
+# ---------------------------------------------------------------- Retry-After, DB errors
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("status", [429, 503])
+def test_retry_after_is_honoured(
+    status: int, settings: Any, monkeypatch: pytest.MonkeyPatch, openai_server: OpenAIServer
+) -> None:
+    from agentmemory.tasks import fold_thread
+
+    monkeypatch.setenv("OPENAI_API_KEY", TEST_API_KEY)
+    summarizer = dict(summarizer_settings(openai_server.base_url, timeout=5.0)["SUMMARIZER"])
+    settings.AGENTMEMORY = {**background(SUMMARIZER=summarizer), "RECALL_MODE": "inline"}
+    openai_server.script(Failure(status, headers={"Retry-After": "30"}))
+    thread = Thread.objects.create(title="rate limited")
+    fill(thread, 20)  # inline mode while filling: nothing enqueued
+    settings.AGENTMEMORY = background(SUMMARIZER=summarizer, FOLD_RETRY_BACKOFF=0.1)
+    with retries_recorded() as retried:
+        result = fold_thread.apply(args=(thread.pk,))  # eager: the retry runs at once
+    assert [retry.when for retry in retried] == [30.0], "the retry came sooner than Retry-After"
+    assert isinstance(retried[0].exc, TransientSummarizerError)
+    assert retried[0].exc.retry_after == 30.0
+    assert result.state == "SUCCESS" and result.result["folded"]
+    assert len(openai_server.chat_requests) == 2
+
+
+@pytest.mark.django_db
+def test_retry_after_as_an_http_date_and_in_milliseconds() -> None:
+    from email.utils import format_datetime
+
+    from agentmemory.summarizers.openai import retry_after
+
+    later = format_datetime(timezone.now() + timezone.timedelta(seconds=40), usegmt=True)
+    assert 38 <= (retry_after({"retry-after": later}) or 0) <= 40
+    assert retry_after({"retry-after-ms": "1500", "retry-after": "9"}) == 1.5
+    assert retry_after({"retry-after": "soon"}) is None
+    assert retry_after({}) is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_database_error_during_write_back_retries_the_task(settings: Any) -> None:
+    from agentmemory.tasks import fold_thread
+
+    settings.AGENTMEMORY = {**background(), "RECALL_MODE": "inline"}
+    thread = Thread.objects.create(title="blip")
+    fill(thread, 20)
+    blips: list[str] = []
+
+    def blip_once(execute: Callable[..., Any], sql: str, *args: Any) -> Any:
+        if "agentmemory_summarycoverage" in sql and sql.lstrip().upper().startswith("INSERT") \
+                and not blips:
+            blips.append(sql)
+            raise OperationalError("server closed the connection unexpectedly")
+        return execute(sql, *args)
+
+    with connection.execute_wrapper(blip_once), retries_recorded() as retried:
+        result = fold_thread.apply(args=(thread.pk,))  # eager: a retry runs at once
+    assert blips, "the write-back never reached the database"
+    assert [type(retry.exc) for retry in retried] == [OperationalError], (
+        "a task that failed on a database error was not retried"
+    )
+    assert result.state == "SUCCESS" and result.result["folded"]
+    assert MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).count() == 1
+    thread.refresh_from_db()
+    assert thread.fold_lease_owner == "" and thread.fold_deaths == 0
