@@ -219,6 +219,20 @@ class RecallResult:
     omitted: int = 0
     omitted_reason: str | None = None
 
+    def as_chat_messages(self) -> list[dict[str, Any]]:
+        """The context as Chat Completions messages; a summary is a leading ``system``
+        message (see `agentmemory.integrations.openai_shapes`)."""
+        from agentmemory.integrations.openai_shapes import chat_messages
+
+        return chat_messages(self.messages)
+
+    def as_response_input(self) -> list[dict[str, Any]]:
+        """The context as Responses API input items; a summary is a leading ``system``
+        message item (see `agentmemory.integrations.openai_shapes`)."""
+        from agentmemory.integrations.openai_shapes import response_input
+
+        return response_input(self.messages)
+
 
 #: An inline recall found another fold of the thread running and waited it out in vain.
 FOLD_IN_PROGRESS = DeclineReason.FOLD_IN_PROGRESS
