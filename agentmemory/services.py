@@ -928,6 +928,18 @@ def erase_thread(thread: Thread) -> None:
         thread.delete()
 
 
+def clear_thread(thread: Thread) -> None:
+    """Erase everything in the thread, as `erase_thread` does, and keep the thread itself:
+    its id, owner, key, title, metadata and policy. The next append opens turn 1."""
+    with transaction.atomic():
+        kept = Thread.objects.select_for_update().get(pk=thread.pk)
+        erase_thread(Thread.objects.get(pk=thread.pk))
+        kept.last_position = kept.last_turn = 0
+        kept.fold_lease_until, kept.fold_lease_owner = None, ""
+        kept.save(force_insert=True)
+    thread.last_position = thread.last_turn = 0
+
+
 def erase_user(user_id: int) -> int:
     """Erase every thread the user owns; returns how many threads were erased."""
     with transaction.atomic():
