@@ -202,7 +202,7 @@ class ContextFormatNegotiation(DefaultContentNegotiation):
     """Content negotiation that leaves ``?format=`` to the view: recall's ``format``
     names the shape of the context, not a renderer."""
 
-    settings = _NoURLFormatOverride()
+    settings = _NoURLFormatOverride()  # type: ignore[assignment]
 
 
 #: ``?format=`` of a recall -> the response field and the RecallResult method that fill it.

@@ -13,13 +13,25 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from agentmemory import services
 from agentmemory.extras import require
-from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
-from agentmemory.services import RecalledMessage
 
-_history = require("The LangChain chat history", "langchain_core.chat_history")
-_messages = require("The LangChain chat history", "langchain_core.messages")
+# Without the extra, importing this module raises MissingExtraError naming it.
+require("The LangChain chat history (agentmemory.integrations.langchain)", "langchain_core")
+
+from langchain_core.chat_history import BaseChatMessageHistory  # noqa: E402
+from langchain_core.messages import (  # noqa: E402
+    AIMessage,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    ToolMessage,
+    messages_from_dict,
+    messages_to_dict,
+)
+
+from agentmemory import services  # noqa: E402
+from agentmemory.models import EntryKind, MemoryEntry, Role, Thread  # noqa: E402
+from agentmemory.services import RecalledMessage  # noqa: E402
 
 #: The key of an entry's metadata that keeps the LangChain message it was stored from
 #: (``messages_to_dict``), so that it comes back with its ids and metadata.
@@ -39,48 +51,48 @@ def _text(content: Any) -> str:
     )
 
 
-def stored_message(message: Any) -> dict[str, Any]:
+def stored_message(message: BaseMessage) -> dict[str, Any]:
     """The message to append for a LangChain message (human, system, AI, tool); the
     original is kept in the entry's metadata under ``MESSAGE_KEY``. Another type (a
     function or chat message) raises ``InvalidMessageError`` from append."""
-    [original] = _messages.messages_to_dict([message])
+    [original] = messages_to_dict([message])
     stored: dict[str, Any] = {
         "role": _ROLES.get(message.type, message.type),
         "content": _text(message.content),
         "metadata": {MESSAGE_KEY: original},
     }
-    if message.type == "ai" and message.tool_calls:
+    if isinstance(message, AIMessage) and message.tool_calls:
         stored["tool_calls"] = [
             {"id": call["id"], "name": call["name"], "arguments": json.dumps(call["args"])}
             for call in message.tool_calls
         ]
-    if message.type == "tool":
+    if isinstance(message, ToolMessage):
         stored["tool_call_id"] = message.tool_call_id
         stored["tool_name"] = message.name or ""
     return stored
 
 
-def langchain_message(message: RecalledMessage, metadata: dict[str, Any]) -> Any:
+def langchain_message(message: RecalledMessage, metadata: dict[str, Any]) -> BaseMessage:
     """The LangChain message an entry was stored from, while its text is the text recall
     gives the model; else the entry as a new LangChain message (a summary: SystemMessage)."""
     original = metadata.get(MESSAGE_KEY) if message.kind == EntryKind.MESSAGE else None
     if isinstance(original, dict):
-        [again] = _messages.messages_from_dict([original])
+        [again] = messages_from_dict([original])
         if _text(again.content) == message.content:
             return again
     if message.role == Role.USER:
-        return _messages.HumanMessage(content=message.content)
+        return HumanMessage(content=message.content)
     if message.role == Role.ASSISTANT:
-        return _messages.AIMessage(content=message.content, tool_calls=[
+        return AIMessage(content=message.content, tool_calls=[
             {"id": call["id"], "name": call["name"], "args": _args(call["arguments"]),
              "type": "tool_call"}
             for call in message.tool_calls
         ])
     if message.role == Role.TOOL:
-        return _messages.ToolMessage(content=message.content,
+        return ToolMessage(content=message.content,
                                      tool_call_id=message.tool_call_id,
                                      name=message.tool_name or None)
-    return _messages.SystemMessage(content=message.content)
+    return SystemMessage(content=message.content)
 
 
 def _args(arguments: Any) -> dict[str, Any]:
@@ -94,7 +106,7 @@ def _args(arguments: Any) -> dict[str, Any]:
     return parsed if isinstance(parsed, dict) else {"arguments": parsed}
 
 
-class ThreadChatMessageHistory(_history.BaseChatMessageHistory):  # type: ignore[misc]
+class ThreadChatMessageHistory(BaseChatMessageHistory):
     """LangChain's chat history over ``thread``, recalling within ``budget_tokens``.
 
     ``recall_options`` are passed to every `services.recall`. ``clear`` erases the
@@ -108,7 +120,7 @@ class ThreadChatMessageHistory(_history.BaseChatMessageHistory):  # type: ignore
         self.recall_options = recall_options
 
     @property
-    def messages(self) -> list[Any]:
+    def messages(self) -> list[BaseMessage]:  # type: ignore[override]
         context = services.recall(self.thread, self.budget_tokens, **self.recall_options)
         metadata = dict(
             MemoryEntry.objects.filter(pk__in=[m.id for m in context.messages])
@@ -116,7 +128,7 @@ class ThreadChatMessageHistory(_history.BaseChatMessageHistory):  # type: ignore
         )
         return [langchain_message(m, metadata.get(m.id) or {}) for m in context.messages]
 
-    def add_messages(self, messages: Sequence[Any]) -> None:
+    def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages in one transaction; nothing is stored if one is invalid."""
         if messages:
             services.append(self.thread, [
