@@ -88,10 +88,12 @@ def question(n: int) -> str:
 
 
 async def run_turn(session: Any, model: ScriptedModel, n: int) -> Any:
+    # --8<-- [start:run]
     agent = Agent(name="shop", instructions="Answer order questions.", model=model,
                   tools=[lookup_order])
     result = await Runner.run(agent, question(n), session=session,
                               run_config=RunConfig(tracing_disabled=True))
+    # --8<-- [end:run]
     return result.final_output
 
 
@@ -106,8 +108,10 @@ def covered_count(thread: Thread) -> int:
 
 def test_a_runner_conversation_matches_sqlite_session_until_folded_then_leads_with_a_summary(
 ) -> None:
+    # --8<-- [start:session]
     thread = Thread.objects.create()
     ours = ThreadSession(thread, budget_tokens=900, mode="inline")
+    # --8<-- [end:session]
     theirs = SQLiteSession("reference")
     assert isinstance(ours, Session)
     our_model, their_model = ScriptedModel(script()), ScriptedModel(script())
@@ -202,3 +206,27 @@ def test_items_of_a_type_not_stored_are_left_out_and_a_bad_item_writes_nothing()
         return await ours.get_items()
 
     assert async_to_sync(run)() == [user]
+
+
+def test_a_sqlite_session_imported_as_a_backfill_folds_forward() -> None:
+    old = SQLiteSession("legacy-42")
+    model = ScriptedModel(script())
+
+    async def run() -> tuple[list[Any], list[Any]]:
+        for n in range(TURNS):
+            await run_turn(old, model, n)
+        # --8<-- [start:backfill]
+        thread = await Thread.objects.acreate(client_key="legacy-42")
+        session = ThreadSession(thread, budget_tokens=900, mode="inline")
+        await session.add_items(await old.get_items())
+        # --8<-- [end:backfill]
+        return await old.get_items(), await session.get_items()
+
+    reference, mine = async_to_sync(run)()
+    thread = Thread.objects.get(client_key="legacy-42")
+    assert MemoryEntry.objects.filter(thread=thread).messages().count() == len(reference)
+    summaries = [i for i in mine if i.get("role") == "system"]
+    assert summaries and mine[: len(summaries)] == summaries
+    kept = mine[len(summaries):]
+    assert kept == reference[len(reference) - len(kept):]
+    assert covered_count(thread) == len(reference) - len(kept)

@@ -76,6 +76,13 @@ def chain(model: RecordingChatModel, history: BaseChatMessageHistory) -> Any:
     return RunnableWithMessageHistory(model, lambda session_id: history)
 
 
+# --8<-- [start:history]
+def history_for(session_id: str) -> ThreadChatMessageHistory:
+    thread, _ = Thread.objects.get_or_create(owner=None, client_key=session_id)
+    return ThreadChatMessageHistory(thread, budget_tokens=900, mode="inline")
+# --8<-- [end:history]
+
+
 def covered_count(thread: Thread) -> int:
     return sum(
         1 for summary in MemoryEntry.objects.filter(thread=thread).summaries().visible()
@@ -84,20 +91,23 @@ def covered_count(thread: Thread) -> int:
 
 
 def test_a_runnable_conversation_matches_in_memory_history_until_folded() -> None:
-    thread = Thread.objects.create(client_key="lc-1")
-    ours = ThreadChatMessageHistory(thread, budget_tokens=900, mode="inline")
-    theirs = InMemoryChatMessageHistory()
-    our_model = RecordingChatModel(responses=replies(), seen=[])
-    their_model = RecordingChatModel(responses=replies(), seen=[])
+    model = RecordingChatModel(responses=replies(), seen=[])
+    # --8<-- [start:runnable]
+    chat = RunnableWithMessageHistory(model, history_for)
     config = {"configurable": {"session_id": "lc-1"}}
+    # --8<-- [end:runnable]
+    ours = history_for("lc-1")
+    thread = ours.thread
+    theirs = InMemoryChatMessageHistory()
+    their_model = RecordingChatModel(responses=replies(), seen=[])
     folded_turns = []
     for n in range(TURNS):
         for sent in inputs(n):
             before = ours.messages
-            answer = chain(our_model, ours).invoke(sent, config)
+            answer = chat.invoke(sent, config)
             assert answer == chain(their_model, theirs).invoke(sent, config)
             # The model is given the history, then what was sent.
-            assert our_model.seen[-1] == [*before, *sent]
+            assert model.seen[-1] == [*before, *sent]
         mine, reference = ours.messages, theirs.messages
         summaries = [m for m in mine if isinstance(m, SystemMessage)]
         if not summaries:
@@ -165,3 +175,22 @@ def test_a_message_it_cannot_store_raises_and_writes_nothing() -> None:
                               FunctionMessage(content="x", name="f")])
     assert raised.value.field == "role"
     assert not MemoryEntry.objects.filter(thread=thread).exists()
+
+
+def test_an_existing_history_imported_as_a_backfill_folds_forward() -> None:
+    old = InMemoryChatMessageHistory()
+    model = RecordingChatModel(responses=replies(), seen=[])
+    for n in range(TURNS):
+        for sent in inputs(n):
+            chain(model, old).invoke(sent, {"configurable": {"session_id": "old"}})
+    # --8<-- [start:backfill]
+    history = history_for("imported-7")
+    history.add_messages(old.messages)
+    # --8<-- [end:backfill]
+    mine, reference = history.messages, old.messages
+    assert MemoryEntry.objects.filter(thread=history.thread).messages().count() == len(reference)
+    summaries = [m for m in mine if isinstance(m, SystemMessage)]
+    assert summaries and mine[: len(summaries)] == summaries
+    kept = mine[len(summaries):]
+    assert kept == reference[len(reference) - len(kept):]
+    assert covered_count(history.thread) == len(reference) - len(kept)
