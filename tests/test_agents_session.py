@@ -110,8 +110,9 @@ def test_a_runner_conversation_matches_sqlite_session_until_folded_then_leads_wi
 ) -> None:
     # --8<-- [start:session]
     thread = Thread.objects.create()
-    ours = ThreadSession(thread, budget_tokens=900, mode="inline")
+    session = ThreadSession(thread, budget_tokens=900, mode="inline")
     # --8<-- [end:session]
+    ours = session
     theirs = SQLiteSession("reference")
     assert isinstance(ours, Session)
     our_model, their_model = ScriptedModel(script()), ScriptedModel(script())
