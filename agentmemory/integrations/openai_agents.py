@@ -11,24 +11,28 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from asgiref.sync import sync_to_async
-
-from agentmemory import services
 from agentmemory.extras import require
-from agentmemory.integrations.openai_shapes import (
+
+# Without the extra, importing this module raises MissingExtraError naming it.
+require("The Agents SDK session (agentmemory.integrations.openai_agents)", "agents")
+
+from agents.memory.session_settings import (  # noqa: E402
+    SessionSettings,
+    resolve_session_limit,
+)
+from asgiref.sync import sync_to_async  # noqa: E402
+
+from agentmemory import services  # noqa: E402
+from agentmemory.integrations.openai_shapes import (  # noqa: E402
     ITEM_KEY,
     input_items,
     messages_from_items,
     stored_item,
 )
-from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.models import EntryKind, MemoryEntry, Thread  # noqa: E402
 
 if TYPE_CHECKING:
-    from agents.memory import SessionSettings
-
     from agentmemory.services import RecalledMessage
-
-_session_settings = require("The Agents SDK session", "agents.memory.session_settings")
 
 
 class ThreadSession:
@@ -49,14 +53,14 @@ class ThreadSession:
     ) -> None:
         self.thread = thread
         self.session_id = str(thread.pk)
-        self.session_settings = session_settings or _session_settings.SessionSettings()
+        self.session_settings = session_settings or SessionSettings()
         self.budget_tokens = budget_tokens
         self.recall_options = recall_options
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The recalled context as Responses input items, oldest first; with ``limit``
         (or ``session_settings.limit``), its newest ``limit`` items."""
-        limit = _session_settings.resolve_session_limit(limit, self.session_settings)
+        limit = resolve_session_limit(limit, self.session_settings)
         items = await sync_to_async(self._context_items)()
         return items[-limit:] if limit is not None and limit > 0 else items
 
