@@ -19,6 +19,7 @@ from agents.memory import Session
 from agents.models.interface import Model
 from agents.usage import Usage
 from asgiref.sync import async_to_sync, sync_to_async
+from hypothesis import HealthCheck, given, settings
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.responses.response_output_text import ResponseOutputText
 
@@ -26,6 +27,7 @@ from agentmemory import services
 from agentmemory.integrations.openai_agents import ThreadSession
 from agentmemory.models import MemoryEntry, Thread
 from tests.test_openai_shapes import RESPONSES
+from tests.test_recall_contract import turns
 
 pytestmark = pytest.mark.django_db
 
@@ -231,3 +233,55 @@ def test_a_sqlite_session_imported_as_a_backfill_folds_forward() -> None:
     kept = mine[len(summaries):]
     assert kept == reference[len(reference) - len(kept):]
     assert covered_count(thread) == len(reference) - len(kept)
+
+
+def responses_items(conversation: list[list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    """A conversation as the SDK keeps it: user input, output messages, calls, outputs."""
+    items: list[dict[str, Any]] = []
+    for n, turn in enumerate(conversation):
+        for k, message in enumerate(turn):
+            if message["role"] == "user":
+                items.append({"content": message["content"], "role": "user"})
+            elif message["role"] == "tool":
+                items.append({"call_id": message["tool_call_id"], "output": message["content"],
+                              "type": "function_call_output"})
+            elif message.get("tool_calls"):
+                items.extend(call(0).model_copy(update={
+                    "id": f"fc_{c['id']}", "call_id": c["id"], "arguments": c["arguments"],
+                }).model_dump(exclude_unset=True) for c in message["tool_calls"])
+            else:
+                items.append(say(0, message["content"]).model_copy(
+                    update={"id": f"msg_{n}_{k}"}).model_dump(exclude_unset=True))
+    return items
+
+
+@given(conversation=turns())
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_any_conversation_comes_back_item_for_item_while_it_fits(
+    conversation: list[list[dict[str, Any]]],
+) -> None:
+    items = responses_items(conversation)
+    session = ThreadSession(Thread.objects.create(), budget_tokens=10**6, mode="background",
+                            load_count=None)
+
+    async def run() -> list[Any]:
+        await session.add_items(items)
+        return await session.get_items()
+
+    assert async_to_sync(run)() == items
+
+
+def test_an_item_with_invisible_characters_is_given_back_without_them() -> None:
+    session = ThreadSession(Thread.objects.create(), budget_tokens=4000, mode="background")
+    item = {"role": "user", "content": "Where is\u200b my order?"}
+
+    async def run() -> list[Any]:
+        await session.add_items([item])
+        return await session.get_items()
+
+    assert async_to_sync(run)() == [
+        {"type": "message", "role": "user", "content": "Where is my order?"}
+    ]
+    stored = MemoryEntry.objects.get(thread=session.thread)
+    assert stored.content == "Where is\u200b my order?"

@@ -8,9 +8,11 @@ summary in their place and the newest messages as they are.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
@@ -20,6 +22,7 @@ from agentmemory import services
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.integrations.langchain import ThreadChatMessageHistory
 from agentmemory.models import MemoryEntry, Thread
+from tests.test_recall_contract import turns
 
 # RunnableWithMessageHistory reads and writes the history from its own worker threads:
 # the rows must be committed for them to see.
@@ -194,3 +197,33 @@ def test_an_existing_history_imported_as_a_backfill_folds_forward() -> None:
     kept = mine[len(summaries):]
     assert kept == reference[len(reference) - len(kept):]
     assert covered_count(history.thread) == len(reference) - len(kept)
+
+
+def langchain_messages(conversation: list[list[dict[str, Any]]]) -> list[BaseMessage]:
+    out: list[BaseMessage] = []
+    for turn in conversation:
+        for message in turn:
+            if message["role"] == "user":
+                out.append(HumanMessage(content=message["content"]))
+            elif message["role"] == "tool":
+                out.append(ToolMessage(content=message["content"], name=message["tool_name"],
+                                       tool_call_id=message["tool_call_id"]))
+            else:
+                out.append(AIMessage(content=message["content"], tool_calls=[
+                    {"id": c["id"], "name": c["name"], "args": json.loads(c["arguments"])}
+                    for c in message.get("tool_calls", [])
+                ]))
+    return out
+
+
+@given(conversation=turns())
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+def test_any_conversation_comes_back_message_for_message_while_it_fits(
+    conversation: list[list[dict[str, Any]]],
+) -> None:
+    messages = langchain_messages(conversation)
+    history = ThreadChatMessageHistory(Thread.objects.create(), budget_tokens=10**6,
+                                       mode="background", load_count=None)
+    history.add_messages(messages)
+    assert history.messages == messages
