@@ -933,6 +933,8 @@ def clear_thread(thread: Thread) -> None:
     its id, owner, key, title, metadata and policy. The next append opens turn 1."""
     with transaction.atomic():
         kept = Thread.objects.select_for_update().get(pk=thread.pk)
+        # Deleting the row erases what it holds by the one erasure path (the cascade);
+        # inserting it again under the same id keeps the callers' references valid.
         erase_thread(Thread.objects.get(pk=thread.pk))
         kept.last_position = kept.last_turn = 0
         kept.fold_lease_until, kept.fold_lease_owner = None, ""

@@ -228,12 +228,12 @@ class Recall(MemoryAPIView):
         )],
     )
     def post(self, request: Request, thread_id: int) -> Response:
+        thread = self.thread()
         shape = request.query_params.get("format")
         if shape is not None and shape not in CONTEXT_FORMATS:
             raise ValidationError({"format": [
                 f"format must be one of {', '.join(sorted(CONTEXT_FORMATS))}, got {shape!r}."
             ]})
-        thread = self.thread()
         serializer = s.RecallRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         options = dict(serializer.validated_data)
