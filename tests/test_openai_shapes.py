@@ -266,3 +266,14 @@ def test_rest_recall_refuses_an_unknown_format_and_writes_nothing(
     assert response.status_code == 400
     assert "format" in response.json()
     assert not RecallReceipt.objects.exists()
+
+
+def test_another_users_thread_is_a_404_whatever_the_format(
+    api: tuple[APIClient, Thread],
+) -> None:
+    client, _ = api
+    stranger = Thread.objects.create(owner=get_user_model().objects.create_user("eve"))
+    for shape in ("chat", "xml"):
+        response = client.post(f"/api/memory/threads/{stranger.pk}/recall/?format={shape}",
+                               {"budget_tokens": 4000}, format="json")
+        assert response.status_code == 404
