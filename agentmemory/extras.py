@@ -1,8 +1,9 @@
 """The optional integrations, and the package extra that installs each one.
 
-The core (models, services, admin, the offline and callable summarizers) needs Django
-and the tokenizer only. The REST API, Celery tasks and the OpenAI summarizer import
-their libraries when they are used; ``manage.py check`` reports a configured feature
+The core (models, services, admin, the offline and callable summarizers, the OpenAI
+message shapes) needs Django and the tokenizer only. The REST API, Celery tasks, the
+OpenAI summarizer and the agent-framework integrations import their libraries when they
+are used; ``manage.py check`` reports a configured feature
 whose extra is missing (agentmemory.E014).
 """
 
@@ -20,6 +21,8 @@ EXTRA_OF_MODULE = {
     "drf_spectacular": "api",
     "celery": "celery",
     "openai": "openai",
+    "agents": "agents",
+    "langchain_core": "langchain",
 }
 
 

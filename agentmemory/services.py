@@ -227,6 +227,20 @@ class RecallResult:
     omitted: int = 0
     omitted_reason: str | None = None
 
+    def as_chat_messages(self) -> list[dict[str, Any]]:
+        """The context as Chat Completions messages; a summary is a leading ``system``
+        message (see `agentmemory.integrations.openai_shapes`)."""
+        from agentmemory.integrations.openai_shapes import chat_messages
+
+        return chat_messages(self.messages)
+
+    def as_response_input(self) -> list[dict[str, Any]]:
+        """The context as Responses API input items; a summary is a leading ``system``
+        message item (see `agentmemory.integrations.openai_shapes`)."""
+        from agentmemory.integrations.openai_shapes import response_input
+
+        return response_input(self.messages)
+
 
 #: An inline recall found another fold of the thread running and waited it out in vain.
 FOLD_IN_PROGRESS = DeclineReason.FOLD_IN_PROGRESS
@@ -1080,6 +1094,20 @@ def erase_thread(thread: Thread) -> None:
         # Clear coverage links first so deletion is not one SET NULL per summary.
         MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
         thread.delete()
+
+
+def clear_thread(thread: Thread) -> None:
+    """Erase everything in the thread, as `erase_thread` does, and keep the thread itself:
+    its id, owner, key, title, metadata and policy. The next append opens turn 1."""
+    with transaction.atomic():
+        kept = Thread.objects.select_for_update().get(pk=thread.pk)
+        # Deleting the row erases what it holds by the one erasure path (the cascade);
+        # inserting it again under the same id keeps the callers' references valid.
+        erase_thread(Thread.objects.get(pk=thread.pk))
+        kept.last_position = kept.last_turn = 0
+        kept.fold_lease_until, kept.fold_lease_owner = None, ""
+        kept.save(force_insert=True)
+    thread.last_position = thread.last_turn = 0
 
 
 def erase_user(user_id: int) -> int:

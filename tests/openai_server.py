@@ -62,12 +62,17 @@ def rough_tokens(text: str) -> int:
 
 @dataclass(frozen=True)
 class Reply:
-    """A chat completion. Token counts left as None are counted roughly from the request."""
+    """A chat completion. Token counts left as None are counted roughly from the request.
+
+    ``tool_calls`` (``{"id", "name", "arguments"}`` each) make it a tool-calling reply:
+    null content, the calls in OpenAI's nested form, finish reason ``tool_calls``.
+    """
 
     content: str = DEFAULT_REPLY
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     finish_reason: str = "stop"
+    tool_calls: tuple[dict[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -271,12 +276,17 @@ class OpenAIServer:
                     "index": 0,
                     "message": {
                         "role": "assistant",
-                        "content": reply.content,
+                        "content": None if reply.tool_calls else reply.content,
                         "refusal": None,
                         "annotations": [],
+                        **({"tool_calls": [
+                            {"id": call["id"], "type": "function",
+                             "function": {"name": call["name"], "arguments": call["arguments"]}}
+                            for call in reply.tool_calls
+                        ]} if reply.tool_calls else {}),
                     },
                     "logprobs": None,
-                    "finish_reason": reply.finish_reason,
+                    "finish_reason": "tool_calls" if reply.tool_calls else reply.finish_reason,
                 }
             ],
             "usage": {

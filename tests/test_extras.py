@@ -108,7 +108,8 @@ def test_with_every_extra_installed_there_is_no_e014() -> None:
 # imports, migrates, appends, recalls (with an inline fold) and passes its checks.
 CORE_WITHOUT_EXTRAS = r'''
 import importlib, sys
-BLOCKED = ("rest_framework", "drf_spectacular", "celery", "kombu", "redis", "openai")
+BLOCKED = ("rest_framework", "drf_spectacular", "celery", "kombu", "redis", "openai",
+           "agents", "langchain_core")
 for name in BLOCKED:
     sys.modules[name] = None
 
@@ -128,7 +129,8 @@ django.setup()
 
 from pathlib import Path
 import agentmemory
-OPTIONAL = ("agentmemory.api", "agentmemory.tasks", "agentmemory.summarizers.openai")
+OPTIONAL = ("agentmemory.api", "agentmemory.tasks", "agentmemory.summarizers.openai",
+            "agentmemory.integrations.openai_agents", "agentmemory.integrations.langchain")
 package = Path(agentmemory.__file__).parent
 modules = [".".join(("agentmemory",) + path.relative_to(package).with_suffix("").parts)
            .removesuffix(".__init__") for path in sorted(package.rglob("*.py"))]
@@ -156,6 +158,9 @@ for turn in range(6):
 context = services.recall(thread, 400)
 assert context.summaries_used, (context.decline, context.text)
 assert "Order NW-5 ships on day 5." in context.text
+assert context.as_chat_messages()[-1] == {"role": "assistant",
+                                          "content": "Order NW-5 ships on day 5."}
+assert context.as_response_input()[0]["role"] == "system"
 
 from agentmemory.exceptions import MissingExtraError
 try:
@@ -170,6 +175,13 @@ except ImportError as exc:
     assert exc.name == "celery", exc
 else:
     raise AssertionError("agentmemory.tasks imported without Celery")
+for module, extra in (("openai_agents", "agents"), ("langchain", "langchain")):
+    try:
+        importlib.import_module(f"agentmemory.integrations.{module}")
+    except MissingExtraError as exc:
+        assert exc.extra == extra, exc
+    else:
+        raise AssertionError(f"agentmemory.integrations.{module} imported without its extra")
 print("core ok")
 '''
 

@@ -290,6 +290,14 @@ class RecallResponseSerializer(serializers.Serializer):
         help_text="Why they were left out: over-budget, max-entries, decayed, "
         "unpaired-tool-message, newest-turn-too-large or below-minimum-tokens.",
     )
+    chat_messages = serializers.ListField(
+        child=serializers.DictField(), required=False,
+        help_text="With ?format=chat: the context as Chat Completions messages.",
+    )
+    response_input = serializers.ListField(
+        child=serializers.DictField(), required=False,
+        help_text="With ?format=responses: the context as Responses API input items.",
+    )
 
 
 class FoldRequestSerializer(StrictSerializer):

@@ -16,6 +16,7 @@ from drf_spectacular.utils import OpenApiParameter, extend_schema
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
 from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
 from rest_framework.permissions import IsAuthenticated
@@ -231,12 +232,51 @@ class EntryDetail(MemoryAPIView):
 # ---------------------------------------------------------------- recall and fold
 
 
+class _NoURLFormatOverride:
+    """DRF's settings, without the URL format override."""
+
+    URL_FORMAT_OVERRIDE = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(api_settings, name)
+
+
+class ContextFormatNegotiation(DefaultContentNegotiation):
+    """Content negotiation that leaves ``?format=`` to the view: recall's ``format``
+    names the shape of the context, not a renderer."""
+
+    settings = _NoURLFormatOverride()  # type: ignore[assignment]
+
+
+#: ``?format=`` of a recall -> the response field and the RecallResult method that fill it.
+CONTEXT_FORMATS = {
+    "chat": ("chat_messages", "as_chat_messages"),
+    "responses": ("response_input", "as_response_input"),
+}
+
+
 class Recall(MemoryAPIView):
     throttle_scope = "recall"
+    content_negotiation_class = ContextFormatNegotiation
 
-    @extend_schema(request=s.RecallRequestSerializer, responses=s.RecallResponseSerializer)
+    @extend_schema(
+        request=s.RecallRequestSerializer,
+        responses=s.RecallResponseSerializer,
+        parameters=[OpenApiParameter(
+            "format", str, enum=sorted(CONTEXT_FORMATS), required=False,
+            description="Also return the context ready to send to OpenAI: `chat` adds "
+            "`chat_messages` (Chat Completions messages), `responses` adds "
+            "`response_input` (Responses API input items). A summary is a leading "
+            "`system` message.",
+        )],
+    )
     def post(self, request: Request, thread_id: int) -> Response:
         thread = self.thread()
+        shape = request.query_params.get("format")
+        if shape is not None and shape not in CONTEXT_FORMATS:
+            raise ValidationError({"format": [
+                f"format must be one of {', '.join(sorted(CONTEXT_FORMATS))}, got {shape!r}."
+            ]})
         serializer = s.RecallRequestSerializer(data=request.data)
         serializer.is_valid(raise_exception=True)
         options = dict(serializer.validated_data)
@@ -251,7 +291,11 @@ class Recall(MemoryAPIView):
             raise Conflict({exc.field: [str(exc)]}) from exc
         except InvalidRecallOption as exc:
             raise ValidationError({exc.field: [str(exc)]}) from exc
-        return Response(s.RecallResponseSerializer(result).data)
+        data = s.RecallResponseSerializer(result).data
+        if shape is not None:
+            field, method = CONTEXT_FORMATS[shape]
+            data[field] = getattr(result, method)()
+        return Response(data)
 
 
 class Fold(MemoryAPIView):

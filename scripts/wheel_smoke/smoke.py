@@ -51,6 +51,17 @@ assert fold_thread.name == "agentmemory.fold_thread"
 load_summarizer({"BACKEND": "agentmemory.summarizers.openai.OpenAISummarizer",
                  "MODEL": "gpt-4o-mini", "OPTIONS": {}})
 
+# The agent-loop integrations: the context in the OpenAI shapes, the Agents SDK session
+# and the LangChain history (the agents and langchain extras).
+from agentmemory.integrations.langchain import ThreadChatMessageHistory  # noqa: E402
+from agentmemory.integrations.openai_agents import ThreadSession  # noqa: E402
+
+assert context.as_chat_messages()[1]["tool_calls"][0]["function"]["name"] == "lookup_order"
+assert [i["type"] for i in context.as_response_input()][1:3] == [
+    "function_call", "function_call_output"]
+assert ThreadSession(thread, budget_tokens=1500).session_id == str(thread.pk)
+assert len(ThreadChatMessageHistory(thread, budget_tokens=1500).messages) == 4
+
 client = Client()
 login = client.get("/admin/login/")
 assert login.status_code == 200 and b'id="login-form"' in login.content, login.status_code

@@ -1,0 +1,214 @@
+"""The OpenAI message shapes, to and from what a thread stores.
+
+A recalled context becomes Chat Completions messages (``chat_messages``) or Responses
+API input items (``response_input``). A summary is a ``system`` message at its place in
+the context: first, before the verbatim turns it precedes, its text beginning with the
+authored ``[summary of earlier turns`` label. The recall header and footer belong to
+the text form only and are not sent here.
+
+``stored_item`` and ``messages_from_items`` go the other way, from Responses items (what
+the Agents SDK keeps) to messages for ``services.append``; ``chat_turn`` runs one turn
+of a plain tool loop with the official client you pass it. Nothing here imports
+``openai``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+from agentmemory import services
+from agentmemory.exceptions import AgentMemoryError, InvalidMessageError
+
+if TYPE_CHECKING:
+    from agentmemory.models import Thread
+    from agentmemory.services import RecalledMessage
+
+#: The key of an entry's metadata that keeps the Responses item it was stored from, so
+#: that the item comes back exactly as it went in while it is verbatim in the context.
+ITEM_KEY = "openai_item"
+
+#: The Responses item types a thread stores; any other type (reasoning, hosted tool
+#: calls) carries no text the next turn needs and is not stored.
+STORED_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output"})
+
+
+class ToolLoopError(AgentMemoryError):
+    """``chat_turn`` could not finish the turn: tools without ``call_tool``, or the model
+    still calling tools after ``max_rounds`` requests."""
+
+
+def _arguments(call: Mapping[str, Any]) -> str:
+    arguments = call.get("arguments", "")
+    return arguments if isinstance(arguments, str) else json.dumps(arguments)
+
+
+def chat_messages(messages: Iterable[RecalledMessage]) -> list[dict[str, Any]]:
+    """Chat Completions messages, in order; tool calls in OpenAI's nested form."""
+    shaped: list[dict[str, Any]] = []
+    for message in messages:
+        if message.role == "tool":
+            shaped.append(
+                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
+            )
+        elif message.role == "assistant" and message.tool_calls:
+            shaped.append({
+                "role": "assistant",
+                # The API's own replies carry null content beside tool calls.
+                "content": message.content or None,
+                "tool_calls": [
+                    {
+                        "id": call["id"],
+                        "type": "function",
+                        "function": {"name": call["name"], "arguments": _arguments(call)},
+                    }
+                    for call in message.tool_calls
+                ],
+            })
+        else:
+            shaped.append({"role": message.role, "content": message.content})
+    return shaped
+
+
+def input_items(message: RecalledMessage) -> list[dict[str, Any]]:
+    """One message as Responses input items: a message, then one item per tool call."""
+    if message.role == "tool":
+        return [{"type": "function_call_output", "call_id": message.tool_call_id,
+                 "output": message.content}]
+    items: list[dict[str, Any]] = []
+    if message.content:
+        items.append({"type": "message", "role": message.role, "content": message.content})
+    items.extend(
+        {"type": "function_call", "call_id": call["id"], "name": call["name"],
+         "arguments": _arguments(call)}
+        for call in message.tool_calls
+    )
+    return items
+
+
+def response_input(messages: Iterable[RecalledMessage]) -> list[dict[str, Any]]:
+    """Responses API input items, in order: ``message``, ``function_call``,
+    ``function_call_output``."""
+    return [item for message in messages for item in input_items(message)]
+
+
+# ---------------------------------------------------------------- Responses items in
+
+
+def _text(content: Any) -> str:
+    """The text of a message item's content: a string, or a list of text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            part["text"] for part in content
+            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
+        )
+    return ""
+
+
+def _as_dict(item: Any) -> Any:
+    # The SDK hands over TypedDicts, but a pydantic object is accepted too.
+    dump = getattr(item, "model_dump", None)
+    return dump(exclude_unset=True, mode="json") if callable(dump) else item
+
+
+def stored_item(item: Any, index: int) -> dict[str, Any] | None:
+    """The message to append for one Responses input item, or None for a type not stored.
+
+    The item itself is kept in the entry's metadata under ``ITEM_KEY``. A message item
+    without a ``type`` (``{"role": "user", "content": "..."}``) is a message. A mapping
+    with neither raises ``InvalidMessageError``.
+    """
+    item = _as_dict(item)
+    if not isinstance(item, Mapping):
+        raise InvalidMessageError(f"item {index}: must be a mapping.", field="item",
+                                  index=index)
+    kind = item.get("type", "message" if "role" in item else None)
+    if kind is None:
+        raise InvalidMessageError(f"item {index}: needs a type or a role.", field="type",
+                                  index=index)
+    if kind not in STORED_ITEM_TYPES:
+        return None
+    metadata = {ITEM_KEY: dict(item)}
+    if kind == "function_call":
+        return {"role": "assistant", "content": "", "metadata": metadata, "tool_calls": [
+            {"id": item.get("call_id"), "name": item.get("name"),
+             "arguments": _arguments(item)}
+        ]}
+    if kind == "function_call_output":
+        output = item.get("output")
+        return {"role": "tool", "tool_call_id": item.get("call_id"), "metadata": metadata,
+                "content": output if isinstance(output, str) else _text(output)}
+    role = item.get("role")
+    # The developer role is the Responses name for system instructions.
+    return {"role": "system" if role == "developer" else role,
+            "content": _text(item.get("content")), "metadata": metadata}
+
+
+def messages_from_items(items: Sequence[Any]) -> list[dict[str, Any]]:
+    """The messages to append for Responses input items, in order (see ``stored_item``)."""
+    return [m for index, item in enumerate(items) if (m := stored_item(item, index))]
+
+
+# ---------------------------------------------------------------- a plain loop
+
+
+def reply_message(message: Any) -> dict[str, Any]:
+    """The message to append for a ``ChatCompletionMessage`` the client returned."""
+    calls = [
+        {"id": call.id, "name": call.function.name, "arguments": call.function.arguments}
+        for call in (message.tool_calls or [])
+    ]
+    return {"role": "assistant", "content": message.content or "", "tool_calls": calls}
+
+
+def chat_turn(
+    client: Any,
+    thread: Thread,
+    user_message: str,
+    *,
+    model: str,
+    budget_tokens: int,
+    instructions: str = "",
+    tools: Sequence[Mapping[str, Any]] = (),
+    call_tool: Callable[[str, str], str] | None = None,
+    max_rounds: int = 8,
+    **create_options: Any,
+) -> Any:
+    """One turn of a chat loop with an ``openai.OpenAI`` client; returns the final
+    ``ChatCompletionMessage``.
+
+    Appends the user message, recalls the context within ``budget_tokens``, calls
+    ``client.chat.completions.create`` with ``instructions`` as a leading system message
+    (not stored), and appends the reply. While the reply calls tools, each call is run
+    as ``call_tool(name, arguments_json)``, its result appended, and the model asked
+    again, at most ``max_rounds`` requests (then ``ToolLoopError``).
+    """
+    if tools and call_tool is None:
+        raise ToolLoopError("chat_turn was given tools without call_tool to run them.")
+    services.append(thread, {"role": "user", "content": user_message})
+    options = dict(create_options)
+    if tools:
+        options["tools"] = list(tools)
+    lead = [{"role": "system", "content": instructions}] if instructions else []
+    for _ in range(max_rounds):
+        context = services.recall(thread, budget_tokens)
+        completion = client.chat.completions.create(
+            model=model, messages=lead + context.as_chat_messages(), **options
+        )
+        reply = completion.choices[0].message
+        services.append(thread, reply_message(reply))
+        if not reply.tool_calls:
+            return reply
+        if call_tool is None:
+            raise ToolLoopError("The model called a tool and chat_turn has no call_tool.")
+        services.append(thread, [
+            {"role": "tool", "tool_call_id": call.id, "tool_name": call.function.name,
+             "content": call_tool(call.function.name, call.function.arguments)}
+            for call in reply.tool_calls
+        ])
+    raise ToolLoopError(
+        f"The model still called tools after {max_rounds} rounds (max_rounds={max_rounds})."
+    )
