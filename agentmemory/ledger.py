@@ -47,8 +47,12 @@ def reserve(
     """
 
     def insert() -> SummarizerCall:
+        # The one lock order (`ThreadQuerySet.lock`), the thread before the owner's quota
+        # lock. A thread erased meanwhile still has its call counted, as its erasure
+        # would have left the row: against the owner, with no thread.
+        present = Thread.objects.lock(thread.pk)
         return SummarizerCall.objects.create(
-            thread=thread,
+            thread=thread if present else None,
             owner_id=thread.owner_id,
             purpose=purpose,
             backend=summarizer.backend,
@@ -63,7 +67,8 @@ def reserve(
     owner_id = thread.owner_id
     limit = daily_quota(owner_id) if owner_id is not None else None
     if owner_id is None or limit is None:
-        return insert()
+        with transaction.atomic():
+            return insert()
     with transaction.atomic():
         _lock_owner(owner_id)
         row = insert()
@@ -95,19 +100,24 @@ def settle(
 ) -> None:
     """Write what the reserved call came to: its outcome, the usage the backend reported,
     and a failure's class and redacted description."""
-    row.summary = summary
     row.outcome = outcome
     row.prompt_tokens = result.prompt_tokens if result else None
     row.completion_tokens = result.completion_tokens if result else None
     row.duration_ms = int((time.monotonic() - started) * 1000)
     row.error_class = type(error).__name__ if error else ""
     row.error_message = describe_error(error) if error else ""
-    row.save(
-        update_fields=[
-            "summary", "outcome", "prompt_tokens", "completion_tokens", "duration_ms",
-            "error_class", "error_message",
-        ]
-    )
+    with transaction.atomic():
+        if row.thread_id is not None:
+            Thread.objects.lock(row.thread_id)  # the one lock order
+        # A summary erased since its write-back is not named (the row keeps its cost).
+        present = summary is not None and MemoryEntry.objects.filter(pk=summary.pk).exists()
+        row.summary = summary if present else None
+        row.save(
+            update_fields=[
+                "summary", "outcome", "prompt_tokens", "completion_tokens", "duration_ms",
+                "error_class", "error_message",
+            ]
+        )
 
 
 def send_declined(
