@@ -41,8 +41,8 @@ from agentmemory.models import (
     SummarySource,
     Thread,
 )
-from agentmemory.receipts import record_receipt
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.receipts import record_receipt
 from agentmemory.summarizers import get_summarizer
 from tests.helpers import add_turns, callable_settings, turn_messages
 
