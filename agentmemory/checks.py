@@ -5,7 +5,7 @@ E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
 E010 background work (retries, batches, queue), E011 window compaction, E012 API limits,
 W002 the API schema needs drf-spectacular's AutoSchema, E013 trust and cost settings,
 E014 a configured feature's extra is not installed, W001 the summarizer's API key
-variable is empty.
+variable is empty, W003 Django's body cap refuses a message the content limit allows.
 """
 
 from __future__ import annotations
@@ -273,7 +273,28 @@ def _check_api() -> list[CheckMessage]:
                 hint=f"The default is {DEFAULTS[key]}.",
                 id="agentmemory.E012",
             ))
+    errors.extend(_check_body_cap(settings.DATA_UPLOAD_MAX_MEMORY_SIZE))
     return errors
+
+
+#: Bytes of an append body around one message's content: {"role": "assistant", ...}.
+MESSAGE_ENVELOPE = 200
+
+
+def _check_body_cap(cap: int | None) -> list[CheckMessage]:
+    """W003: one message of API_MAX_CONTENT_CHARS (ASCII) must fit in Django's body cap,
+    or the documented per-entry limit is a 413 before it is reached. A full batch of
+    such messages need not fit: the cap bounds a batch's total (docs/operations.md)."""
+    chars = memory_settings.API_MAX_CONTENT_CHARS
+    if cap is None or not _is_int(chars) or chars + MESSAGE_ENVELOPE <= cap:
+        return []
+    return [Warning(
+        f"DATA_UPLOAD_MAX_MEMORY_SIZE ({cap} bytes) refuses a message of "
+        f"{SETTINGS_NAME}['API_MAX_CONTENT_CHARS'] ({chars}) characters with a 413.",
+        hint=f"Raise DATA_UPLOAD_MAX_MEMORY_SIZE to at least {chars + MESSAGE_ENVELOPE}, or "
+        "lower API_MAX_CONTENT_CHARS.",
+        id="agentmemory.W003",
+    )]
 
 
 def _check_trust(error: Any) -> None:

@@ -81,6 +81,16 @@ class BrokerTimeoutError(AgentMemoryError, TimeoutError):
     AGENTMEMORY['BROKER_TIMEOUT'] seconds."""
 
 
+class ThreadGoneError(AgentMemoryError, LookupError):
+    """The thread was erased while the call ran (by another request); nothing was written.
+    The API answers 404, as for a thread that never existed."""
+
+
+class EntryGoneError(AgentMemoryError, LookupError):
+    """An entry the call had read was erased before it wrote (by another request); nothing
+    was written. The API answers 409: the same request again sees the thread as it is."""
+
+
 class MissingExtraError(AgentMemoryConfigurationError):
     """A feature is used whose optional dependency is not installed; ``extra`` names it."""
 

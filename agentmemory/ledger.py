@@ -11,7 +11,7 @@ import logging
 import time
 
 from django.db import connection, transaction
-from django.db.models import Case, F, Q, Sum, When
+from django.db.models import Case, F, Q, Subquery, Sum, When
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -46,10 +46,19 @@ def reserve(
     lock is released before the call, unless the caller's own transaction holds it.
     """
 
-    def insert() -> SummarizerCall:
-        return SummarizerCall.objects.create(
-            thread=thread,
-            owner_id=thread.owner_id,
+    owner_id = thread.owner_id
+    limit = daily_quota(owner_id) if owner_id is not None else None
+    # savepoint=False: inside a caller's transaction this costs no savepoint round trips.
+    with transaction.atomic(savepoint=False):
+        # The one lock order (`ThreadQuerySet.lock`): the thread, then the owner's quota
+        # lock. A thread erased meanwhile still has its call counted, as its erasure
+        # would have left the row: against the owner, with no thread.
+        present = Thread.objects.lock(thread.pk)
+        if owner_id is not None and limit is not None:
+            _lock_owner(owner_id)
+        row = SummarizerCall.objects.create(
+            thread=thread if present else None,
+            owner_id=owner_id,
             purpose=purpose,
             backend=summarizer.backend,
             model=summarizer.model,
@@ -59,15 +68,7 @@ def reserve(
             outcome=CallOutcome.RESERVED,
             estimated_tokens=estimated_tokens,
         )
-
-    owner_id = thread.owner_id
-    limit = daily_quota(owner_id) if owner_id is not None else None
-    if owner_id is None or limit is None:
-        return insert()
-    with transaction.atomic():
-        _lock_owner(owner_id)
-        row = insert()
-        if tokens_used_today(owner_id) > limit:
+        if owner_id is not None and limit is not None and tokens_used_today(owner_id) > limit:
             row.delete()
             return None
     return row
@@ -95,19 +96,24 @@ def settle(
 ) -> None:
     """Write what the reserved call came to: its outcome, the usage the backend reported,
     and a failure's class and redacted description."""
-    row.summary = summary
     row.outcome = outcome
     row.prompt_tokens = result.prompt_tokens if result else None
     row.completion_tokens = result.completion_tokens if result else None
     row.duration_ms = int((time.monotonic() - started) * 1000)
     row.error_class = type(error).__name__ if error else ""
     row.error_message = describe_error(error) if error else ""
-    row.save(
-        update_fields=[
-            "summary", "outcome", "prompt_tokens", "completion_tokens", "duration_ms",
-            "error_class", "error_message",
-        ]
-    )
+    row.summary = summary
+    with transaction.atomic(savepoint=False):
+        if row.thread_id is not None:
+            Thread.objects.lock(row.thread_id)  # the one lock order
+        SummarizerCall.objects.filter(pk=row.pk).update(
+            # A summary erased since its write-back is not named (the row keeps its cost).
+            summary_id=Subquery(MemoryEntry.objects.filter(pk=summary.pk).values("pk"))
+            if summary is not None else None,
+            outcome=row.outcome, prompt_tokens=row.prompt_tokens,
+            completion_tokens=row.completion_tokens, duration_ms=row.duration_ms,
+            error_class=row.error_class, error_message=row.error_message,
+        )
 
 
 def send_declined(

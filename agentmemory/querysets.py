@@ -77,6 +77,21 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
     def lock(self, pk: int) -> bool:
         """Take the thread's row lock (inside a transaction); False if it is gone.
 
-        Every write that touches a thread's rows takes this lock first (append, write-back,
-        erasure, unfold), so concurrent writers queue instead of deadlocking."""
-        return self.select_for_update().filter(pk=pk).exists()
+        The one lock order: every transaction that writes a thread's rows (append, fold
+        write-back, window journal, ledger row, receipt, erasure, unfold, review, retire,
+        purge, clear) takes this lock first, before any other row of that thread, so
+        concurrent writers queue instead of deadlocking, and a thread erased meanwhile is
+        seen here rather than as a foreign-key violation at commit."""
+        return self.lock_many([pk]) == [pk]
+
+    def lock_many(self, pks: Iterable[int]) -> list[int]:
+        """`lock` for several threads, in id order (two callers never wait on each other
+        crosswise); returns the ids still there."""
+        wanted = sorted(set(pks))
+        if not wanted:
+            return []
+        return list(
+            self.select_for_update().filter(pk__in=wanted).order_by("pk").values_list(
+                "pk", flat=True
+            )
+        )

@@ -16,6 +16,7 @@ from django.db import transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
+from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import (
     EntryKind,
     MemoryEntry,
@@ -57,6 +58,17 @@ def record_receipt(
     # would file the context under an older turn than the one it shows.
     turn = Thread.objects.filter(pk=thread.pk).values_list("last_turn", flat=True).first()
     with transaction.atomic():
+        # The one lock order (`ThreadQuerySet.lock`); under it no erasure of this thread
+        # runs, so what is checked here still stands at commit.
+        if not Thread.objects.lock(thread.pk):
+            raise ThreadGoneError(f"Thread {thread.pk} was erased during the recall.")
+        shown = {entry.pk for entry in picked}
+        if folded_summary is not None:
+            shown.add(folded_summary.pk)
+        if MemoryEntry.objects.filter(pk__in=shown).count() != len(shown):
+            raise EntryGoneError(
+                f"An entry of thread {thread.pk} was erased during the recall; recall again."
+            )
         receipt = RecallReceipt.objects.create(
             thread=thread,
             turn=thread.last_turn if turn is None else turn,

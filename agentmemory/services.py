@@ -23,7 +23,7 @@ from django.utils import timezone
 from agentmemory import signals
 from agentmemory.broker import send_within
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import MessageConflictError, NotASummaryError
+from agentmemory.exceptions import MessageConflictError, NotASummaryError, ThreadGoneError
 from agentmemory.extras import require
 from agentmemory.folding import DeclineReason, decline, latched
 from agentmemory.ledger import quota_exceeded
@@ -125,11 +125,15 @@ def append(
     expires_at = now + ttl if ttl is not None else None
     default_tier = thread_write_tier(thread)
     with transaction.atomic():
-        # The row lock serialises appends to one thread, so positions and turns are
-        # assigned from the counters without reading the thread's entries.
-        locked = Thread.objects.select_for_update().only("last_position", "last_turn").get(
-            pk=thread.pk
+        # The row lock (the one lock order, `ThreadQuerySet.lock`) serialises appends to
+        # one thread, so positions and turns are assigned from the counters without
+        # reading the thread's entries.
+        locked = (
+            Thread.objects.select_for_update().only("last_position", "last_turn")
+            .filter(pk=thread.pk).first()
         )
+        if locked is None:
+            raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
         position, turn = locked.last_position, locked.last_turn
         if any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned):
             check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
@@ -841,6 +845,7 @@ def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
     summaries = list(summaries)
     now = timezone.now()
     with transaction.atomic():
+        Thread.objects.lock_many(summary.thread_id for summary in summaries)
         SummaryCoverage.objects.filter(summary__in=summaries).update(tampered_at=now)
         # A summary folded from an edited one may carry its text: like unfold, retire it
         # too, so the originals come back verbatim once rather than beside it; and latch
@@ -911,6 +916,9 @@ def retire(summary_ids: Iterable[int], *, now: datetime | None = None) -> int:
     """Retire summaries: never recalled again, covering nothing, still readable."""
     ids = list(summary_ids)
     with transaction.atomic():
+        Thread.objects.lock_many(
+            MemoryEntry.objects.filter(pk__in=ids).values_list("thread_id", flat=True)
+        )
         count = MemoryEntry.objects.filter(pk__in=ids, retired_at__isnull=True).update(
             retired_at=now or timezone.now()
         )
@@ -926,7 +934,8 @@ def unfold(summary: MemoryEntry) -> int:
     """
     _require_summary(summary)
     with transaction.atomic():
-        Thread.objects.lock(summary.thread_id)
+        if not Thread.objects.lock(summary.thread_id):
+            raise ThreadGoneError(f"Thread {summary.thread_id} was erased.")
         ids = [summary.pk, *derived_summaries([summary])]
         # The same spans are latched: the next recall is verbatim, not a paid refold.
         latch_summaries(ids, UNFOLDED)
@@ -971,6 +980,8 @@ def review(summary: MemoryEntry, user: Any, *, approve: bool) -> bool:
         report_tampered([summary])
         return False
     with transaction.atomic():
+        if not Thread.objects.lock(summary.thread_id):
+            raise ThreadGoneError(f"Thread {summary.thread_id} was erased.")
         covers = _review(summary, user, approve=approve)
         resign_summary(summary.pk)
     return covers
@@ -1100,7 +1111,9 @@ def clear_thread(thread: Thread) -> None:
     """Erase everything in the thread, as `erase_thread` does, and keep the thread itself:
     its id, owner, key, title, metadata and policy. The next append opens turn 1."""
     with transaction.atomic():
-        kept = Thread.objects.select_for_update().get(pk=thread.pk)
+        kept = Thread.objects.select_for_update().filter(pk=thread.pk).first()
+        if kept is None:
+            raise ThreadGoneError(f"Thread {thread.pk} was erased.")
         # Deleting the row erases what it holds by the one erasure path (the cascade);
         # inserting it again under the same id keeps the callers' references valid.
         erase_thread(Thread.objects.get(pk=thread.pk))
@@ -1113,7 +1126,7 @@ def clear_thread(thread: Thread) -> None:
 def erase_user(user_id: int) -> int:
     """Erase every thread the user owns; returns how many threads were erased."""
     with transaction.atomic():
-        threads = list(Thread.objects.filter(owner_id=user_id))
+        threads = list(Thread.objects.filter(owner_id=user_id).order_by("pk"))
         for thread in threads:
             erase_thread(thread)
     return len(threads)
@@ -1164,6 +1177,16 @@ def purge_expired(
             receipt_ids = list(expired_receipts.values_list("pk", flat=True)[:batch_size])
             if not roots and not span_ids and not receipt_ids:
                 break
+            # The one lock order: the threads first (in id order), then their rows.
+            Thread.objects.lock_many(
+                [
+                    *MemoryEntry.objects.filter(pk__in=roots).values_list("thread_id", flat=True),
+                    *FoldedSpan.objects.filter(pk__in=span_ids).values_list("thread_id", flat=True),
+                    *RecallReceipt.objects.filter(pk__in=receipt_ids).values_list(
+                        "thread_id", flat=True
+                    ),
+                ]
+            )
             # Top-down: only the roots go in this batch; what they covered is unlinked. An
             # expired original among it is a root of a later batch, a live one is
             # verbatim again. A batch stays bounded however deep the nesting.

@@ -14,10 +14,14 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.test import override_settings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from agentmemory import services
-from agentmemory.api.serializers import MAX_BUDGET, MAX_JSON_DEPTH, MAX_TURN
+from agentmemory.api.serializers import MAX_BUDGET, MAX_JSON_DEPTH, MAX_TURN, MessageSerializer
 from agentmemory.models import FoldedSpan, MemoryEntry, SummarizerCall, Thread
 from tests.helpers import add_turns, turn_messages
 
@@ -361,6 +365,95 @@ def test_a_window_over_the_limit_is_refused(
                "messages")
     assert "10" in body["messages"][0]
     assert rows() == before
+
+
+# ---------------------------------------------------------------- limits before work
+
+
+@pytest.fixture
+def item_validations(monkeypatch: pytest.MonkeyPatch) -> list[object]:
+    """Every message the API validates, counted on the way through (a spy, not a stub)."""
+    seen: list[object] = []
+    validate = MessageSerializer.to_internal_value
+
+    def counted(self: MessageSerializer, data: Any) -> Any:
+        seen.append(data)
+        return validate(self, data)
+
+    monkeypatch.setattr(MessageSerializer, "to_internal_value", counted)
+    return seen
+
+
+def test_a_150000_item_batch_is_refused_before_any_item_is_validated(
+    client: APIClient, thread: Thread, settings: Any, item_validations: list[object]
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 2**20  # the batch limit answers, not the cap
+    before = rows()
+    batch = {"entries": [{"role": "user", "content": "x"}] * 150_000}
+    body = bad(post_json(client, entries(thread), batch), "entries")
+    assert "API_MAX_BATCH" in body["entries"][0] and "500" in body["entries"][0]
+    assert item_validations == []
+    assert rows() == before
+
+
+@hypothesis_settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(limit=st.integers(1, 12), size=st.integers(1, 30))
+def test_counts_are_checked_before_items_for_batches_and_windows(
+    client: APIClient, thread: Thread, item_validations: list[object], limit: int, size: int
+) -> None:
+    """Over a limit, no item is validated (bad items included); within it, each is once."""
+    item_validations.clear()
+    before = rows()
+    messages = [{"role": "user", "content": f"m{n}"} for n in range(size)]
+    with override_settings(AGENTMEMORY={"API_MAX_BATCH": limit, "API_MAX_WINDOW": limit}):
+        over = [*messages, {"role": "nobody"}] if size >= limit else messages
+        for path, key, setting in (
+            (entries(thread), "entries", "API_MAX_BATCH"),
+            (endpoint(thread, "compact/"), "messages", "API_MAX_WINDOW"),
+        ):
+            if len(over) > limit:
+                body = bad(post_json(client, path, {key: over}), key)
+                assert setting in body[key][0]
+                assert item_validations == []
+                assert rows() == before
+            else:
+                item_validations.clear()
+                post_json(client, path, {key: over})
+                assert len(item_validations) == len(over)
+                item_validations.clear()
+
+
+@pytest.mark.parametrize("tail", ["entries/", "compact/", "recall/"])
+def test_a_body_over_the_upload_cap_is_a_413_naming_the_setting(
+    client: APIClient, thread: Thread, settings: Any, tail: str
+) -> None:
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    before = rows()
+    body = {"entries": [{"role": "user", "content": "x" * 2000}],
+            "messages": [{"role": "user", "content": "x" * 2000}], "budget_tokens": 10}
+    response = post_json(client, endpoint(thread, tail), body)
+    assert response.status_code == 413
+    assert response["Content-Type"].startswith("application/json")
+    assert "DATA_UPLOAD_MAX_MEMORY_SIZE" in response.json()["detail"]
+    assert rows() == before
+
+
+def test_the_body_cap_check_warns_when_one_message_at_the_limit_cannot_pass(
+    settings: Any,
+) -> None:
+    from django.core.checks import run_checks
+
+    def warnings() -> list[str]:
+        return [m.id for m in run_checks() if m.id == "agentmemory.W003"]
+
+    settings.AGENTMEMORY = {"API_MAX_CONTENT_CHARS": 100_000}
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 2_621_440  # Django's default: one fits
+    assert warnings() == []
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 50_000
+    assert warnings() == ["agentmemory.W003"]
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = None
+    assert warnings() == []
 
 
 @pytest.mark.parametrize(

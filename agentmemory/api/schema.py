@@ -54,7 +54,9 @@ CONFLICTS = {
     "thread or the batch already uses; a tool result for a call not stored before it; a "
     "second result for one call. The body names the field, the id and why.",
     "threads_recall_create": "Options that contradict each other or the project's settings: "
-    "low_water not below high_water, tiers without the summary tier.",
+    "low_water not below high_water, tiers without the summary tier. Or an entry of the "
+    "context was erased by another request during the recall (`{\"detail\": ...}`): recall "
+    "again.",
 }
 THROTTLED = {"threads_entries_create", "threads_recall_create"}
 

@@ -88,8 +88,20 @@ class StrictSerializer(serializers.Serializer):
 
     unknown_message = "Unknown field."
 
+    def count_limits(self) -> dict[str, tuple[str, int, str]]:
+        """List fields bounded by a setting: field -> (setting, limit, unit)."""
+        return {}
+
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, dict):
+            # Counts first, before any item is validated: a 150,000-item body is refused
+            # for the price of a len(), not of 150,000 item validations.
+            for name, (setting, limit, unit) in self.count_limits().items():
+                value = data.get(name)
+                if isinstance(value, list) and len(value) > limit:
+                    raise serializers.ValidationError(
+                        {name: [f"At most {limit} {unit} (AGENTMEMORY['{setting}'])."]}
+                    )
             writable = {name for name, field in self.fields.items() if not field.read_only}
             errors = {name: [self.unknown_message] for name in sorted(set(data) - writable)}
             errors.update(type_errors(self.fields, data))
@@ -175,18 +187,17 @@ class MessageSerializer(StrictSerializer):
     def validate_content(self, value: str) -> str:
         limit = memory_settings.API_MAX_CONTENT_CHARS
         if len(value) > limit:
-            raise serializers.ValidationError(f"At most {limit} characters.")
+            raise serializers.ValidationError(
+                f"At most {limit} characters (AGENTMEMORY['API_MAX_CONTENT_CHARS'])."
+            )
         return value
 
 
 class BatchSerializer(StrictSerializer):
     entries = MessageSerializer(many=True, allow_empty=False)
 
-    def validate_entries(self, value: list[Any]) -> list[Any]:
-        limit = memory_settings.API_MAX_BATCH
-        if len(value) > limit:
-            raise serializers.ValidationError(f"At most {limit} entries per batch.")
-        return value
+    def count_limits(self) -> dict[str, tuple[str, int, str]]:
+        return {"entries": ("API_MAX_BATCH", memory_settings.API_MAX_BATCH, "entries per batch")}
 
 
 class CoverageSerializer(serializers.ModelSerializer):
@@ -347,11 +358,10 @@ class CompactRequestSerializer(StrictSerializer):
     iteration = serializers.IntegerField(required=False, min_value=0, max_value=MAX_INT, default=0)
     retain = serializers.ChoiceField(choices=RetainPolicy.choices, required=False)
 
-    def validate_messages(self, value: list[Any]) -> list[Any]:
-        limit = memory_settings.API_MAX_WINDOW
-        if len(value) > limit:
-            raise serializers.ValidationError(f"At most {limit} messages per window.")
-        return value
+    def count_limits(self) -> dict[str, tuple[str, int, str]]:
+        return {
+            "messages": ("API_MAX_WINDOW", memory_settings.API_MAX_WINDOW, "messages per window")
+        }
 
 
 class CompactResponseSerializer(serializers.Serializer):

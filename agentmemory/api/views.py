@@ -15,7 +15,7 @@ from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from drf_spectacular.views import SpectacularAPIView
 from rest_framework import generics, status
-from rest_framework.exceptions import APIException, ParseError, ValidationError
+from rest_framework.exceptions import APIException, NotFound, ParseError, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.pagination import PageNumberPagination
 from rest_framework.parsers import JSONParser
@@ -36,7 +36,12 @@ from agentmemory.api.errors import (
 from agentmemory.api.permissions import authenticated_user, expandable_thread, owned_thread
 from agentmemory.api.throttling import AgentMemoryThrottle
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import InvalidMessageError, MessageConflictError
+from agentmemory.exceptions import (
+    EntryGoneError,
+    InvalidMessageError,
+    MessageConflictError,
+    ThreadGoneError,
+)
 from agentmemory.messages import clean_message
 from agentmemory.models import (
     CallOutcome,
@@ -76,7 +81,9 @@ class JSONBodyParser(JSONParser):
         request = (parser_context or {}).get("request")
         length = request.META.get("CONTENT_LENGTH") if request is not None else None
         if limit is not None and length and length.isdigit() and int(length) > limit:
-            raise RequestTooLarge(f"The body is over {limit} bytes.")
+            raise RequestTooLarge(
+                f"The body is over {limit} bytes (settings.DATA_UPLOAD_MAX_MEMORY_SIZE)."
+            )
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError as exc:
@@ -94,6 +101,12 @@ class MemoryAPIView(APIView):
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, RequestDataTooBig):  # Django's own size check: its 400 page
             exc = RequestTooLarge(str(exc))
+        # Races with another request's erasure (the services see them under the thread
+        # lock): the thread is gone as for any unknown id; an entry gone is a conflict.
+        elif isinstance(exc, ThreadGoneError):
+            exc = NotFound(str(exc))
+        elif isinstance(exc, EntryGoneError):
+            exc = Conflict(str(exc))
         return super().handle_exception(exc)
 
 

@@ -7,6 +7,7 @@ grows by a turn at a time would otherwise pay for one refused call per turn.
 
 from __future__ import annotations
 
+from django.db import transaction
 from django.db.models import Q
 
 from agentmemory.folding.span import Span, Tally
@@ -45,15 +46,18 @@ def latch_reason(
 
 
 def latch_refusal(thread: Thread, span: Span, reason: str, model: str) -> None:
-    FoldLatch.objects.get_or_create(
-        thread=thread,
-        purpose=span.purpose,
-        span_key=span.key,
-        defaults={
-            "reason": reason,
-            "entry_count": len(span.items),
-            "model": model,
-            "start_key": span.start_key,
-            "span_tokens": span.tokens.total,
-        },
-    )
+    with transaction.atomic():
+        if not Thread.objects.lock(thread.pk):  # the one lock order; erased: nothing to latch
+            return
+        FoldLatch.objects.get_or_create(
+            thread=thread,
+            purpose=span.purpose,
+            span_key=span.key,
+            defaults={
+                "reason": reason,
+                "entry_count": len(span.items),
+                "model": model,
+                "start_key": span.start_key,
+                "span_tokens": span.tokens.total,
+            },
+        )

@@ -312,7 +312,10 @@ def _write_back(
     held = bool(draft.flags) and memory_settings.HOLD_FLAGGED
     try:
         with transaction.atomic():
-            Thread.objects.select_for_update().filter(pk=thread.pk).first()
+            # The one lock order (`ThreadQuerySet.lock`): an erasure either finished
+            # before (seen here, or by the claim below) or waits for this commit.
+            if not Thread.objects.lock(thread.pk):
+                raise _SpanChanged
             if replacing is not None:
                 # Retired first: the live summary key is unique.
                 if not MemoryEntry.objects.filter(
@@ -335,6 +338,8 @@ def _write_back(
                 held_at=timezone.now() if held else None,
             )
             sources = ids
+            if held and MemoryEntry.objects.filter(pk__in=ids).count() != len(ids):
+                raise _SpanChanged  # a held summary claims nothing: check its span stands
             if not held:
                 direct = [pk for pk in ids if pk not in plan.absorbed]
                 claimed = MemoryEntry.objects.filter(

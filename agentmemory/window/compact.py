@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from agentmemory import __version__, signals
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import InvalidMessageError
+from agentmemory.exceptions import InvalidMessageError, ThreadGoneError
 from agentmemory.folding import Declined, DeclineReason, Draft, Span, Tally, attempt_fold, decline
 from agentmemory.messages import clean_message
 from agentmemory.models import (
@@ -175,6 +175,9 @@ def _journal(
     summarizer, result = draft.summarizer, draft.result
     try:
         with transaction.atomic():
+            # The one lock order (`ThreadQuerySet.lock`), before the span and its sources.
+            if not Thread.objects.lock(thread.pk):
+                raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was journaled.")
             span = FoldedSpan(
                 thread=thread,
                 fingerprint=summary_fingerprint(draft.content),
