@@ -38,6 +38,7 @@ from agentmemory.api.throttling import AgentMemoryThrottle
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, MessageConflictError
 from agentmemory.messages import clean_message
+from agentmemory.shapes import flat_message
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -199,8 +200,19 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
     )
     def post(self, request: Request, thread_id: int) -> Response:
         thread = self.thread()
-        is_batch = isinstance(request.data, dict) and "entries" in request.data
-        serializer = (s.BatchSerializer if is_batch else s.MessageSerializer)(data=request.data)
+        data = request.data
+        is_batch = isinstance(data, dict) and "entries" in data
+        # OpenAI shapes are made flat first (agentmemory.shapes, the rule Python append
+        # follows too); the serializer then checks the flat form's types and limits.
+        try:
+            if not is_batch:
+                data = flat_message(data, 0)
+            elif isinstance(data["entries"], list):
+                entries = data["entries"]
+                data = {**data, "entries": [flat_message(m, i) for i, m in enumerate(entries)]}
+        except InvalidMessageError as exc:
+            raise message_error(exc, batch=len(data["entries"]) if is_batch else None) from exc
+        serializer = (s.BatchSerializer if is_batch else s.MessageSerializer)(data=data)
         serializer.is_valid(raise_exception=True)
         messages = serializer.validated_data["entries"] if is_batch else serializer.validated_data
         try:
