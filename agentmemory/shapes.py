@@ -46,9 +46,11 @@ FLAT_FIELDS = frozenset(
 CHAT_PROVIDER_FIELDS = frozenset({"name", "refusal", "annotations", "audio", "function_call"})
 #: Responses item fields with no column here, per item type (``type`` itself is implied).
 ITEM_PROVIDER_FIELDS = {
-    "message": frozenset({"id", "status"}),
-    "function_call": frozenset({"id", "status"}),
-    "function_call_output": frozenset({"id", "status"}),
+    "message": frozenset({"id", "status", "phase"}),
+    "function_call": frozenset({"id", "status", "async", "caller", "namespace"}),
+    "function_call_output": frozenset(
+        {"id", "status", "caller", "created_by", "name", "namespace"}
+    ),
     "reasoning": frozenset({"id", "status", "summary", "content", "encrypted_content"}),
 }
 #: The fields each Responses item type maps to the flat form.
@@ -72,10 +74,10 @@ def _empty(value: Any) -> bool:
 
 
 def as_mapping(message: Any) -> Any:
-    """A pydantic object (the SDK's types) as a JSON-ready dict without its unset (None)
-    fields; anything else unchanged."""
+    """A pydantic object (the SDK's types) as a JSON-ready dict under the API's field
+    names, without its None fields; anything else unchanged."""
     dump = getattr(message, "model_dump", None)
-    return dump(mode="json", exclude_none=True) if callable(dump) else message
+    return dump(mode="json", exclude_none=True, by_alias=True) if callable(dump) else message
 
 
 def part_text(content: Any, index: int, field: str = "content") -> str:
