@@ -16,9 +16,12 @@ flat message `services.append` stores (``role``, ``content``, ``tool_calls`` as
 - The SDK's pydantic objects (``ChatCompletionMessage``, ``ResponseFunctionToolCall``...)
   are read through ``model_dump``.
 
-Content parts: text parts (``text``, ``input_text``, ``output_text``, ``refusal``,
-``summary_text``, ``reasoning_text``) are joined with a newline; any other part (an
-image, a file, audio) is refused, since a thread stores text.
+Content parts: the text parts a field takes (``text`` and ``refusal`` in a Chat
+message; ``input_text``, ``output_text`` and ``refusal`` in a message item;
+``input_text`` in a function call output; ``summary_text`` and ``reasoning_text`` in a
+reasoning item) are joined with a newline, and their other keys (``annotations``,
+``logprobs``) are not kept; any other part (an image, a file, audio) is refused, since
+a thread stores text.
 
 Provider fields: a field an official OpenAI type declares that has no column here
 (``name``, ``refusal``, ``annotations``, ``audio``, ``function_call``, an item's ``id``
@@ -60,9 +63,12 @@ ITEM_FIELDS = {
     "function_call_output": frozenset({"call_id", "output"}),
     "reasoning": frozenset(),
 }
-TEXT_PARTS = frozenset(
-    {"text", "input_text", "output_text", "refusal", "summary_text", "reasoning_text"}
-)
+#: The text part types each content field takes, as the OpenAI types declare them.
+CHAT_PARTS = frozenset({"text", "refusal"})
+MESSAGE_PARTS = frozenset({"input_text", "output_text", "refusal"})
+OUTPUT_PARTS = frozenset({"input_text"})
+SUMMARY_PARTS = frozenset({"summary_text"})
+REASONING_PARTS = frozenset({"reasoning_text"})
 
 
 def _fail(index: int, text: str, field: str) -> InvalidMessageError:
@@ -80,8 +86,10 @@ def as_mapping(message: Any) -> Any:
     return dump(mode="json", exclude_none=True, by_alias=True) if callable(dump) else message
 
 
-def part_text(content: Any, index: int, field: str = "content") -> str:
-    """The text of a content value: a string, ``None`` (``""``) or a list of text parts."""
+def part_text(content: Any, index: int, field: str, kinds: frozenset[str]) -> str:
+    """The text of a content value: a string, ``None`` (``""``) or a list of text parts of
+    the ``kinds`` this field takes, joined with a newline (their other keys, such as
+    ``annotations``, are not kept)."""
     if content is None or isinstance(content, str):
         return content or ""
     if not isinstance(content, list):
@@ -90,7 +98,7 @@ def part_text(content: Any, index: int, field: str = "content") -> str:
     for part in content:
         kind = part.get("type") if isinstance(part, Mapping) else None
         text = part.get(part_key(kind)) if isinstance(part, Mapping) else None
-        if kind not in TEXT_PARTS or not isinstance(text, str):
+        if kind not in kinds or not isinstance(text, str):
             raise _fail(index, f"{field} parts must be text parts with a string text "
                         f"(a thread stores text), got a {kind!r} part.", field)
         texts.append(text)
@@ -136,7 +144,7 @@ def _from_chat(message: Mapping[str, Any], index: int) -> dict[str, Any]:
     if flat.get("role") == "developer":
         flat["role"] = "system"  # the newer name for system instructions
     if "content" in flat:
-        flat["content"] = part_text(flat["content"], index)
+        flat["content"] = part_text(flat["content"], index, "content", CHAT_PARTS)
     if isinstance(flat.get("tool_calls"), list):
         flat["tool_calls"] = [_tool_call(call, index) for call in flat["tool_calls"]]
     elif flat.get("tool_calls") is None:
@@ -172,7 +180,8 @@ def _from_item(item: Mapping[str, Any], index: int) -> dict[str, Any]:
         raise _fail(index, f"unknown fields {unknown} for a {kind!r} item.", unknown[0])
     flat: dict[str, Any]
     if kind == "message":
-        flat = {"role": item.get("role"), "content": part_text(item.get("content"), index)}
+        flat = {"role": item.get("role"),
+                "content": part_text(item.get("content"), index, "content", MESSAGE_PARTS)}
         if flat["role"] == "developer":
             flat["role"] = "system"
     elif kind == "function_call":
@@ -182,10 +191,11 @@ def _from_item(item: Mapping[str, Any], index: int) -> dict[str, Any]:
         ]}
     elif kind == "function_call_output":
         flat = {"role": "tool", "tool_call_id": item.get("call_id"),
-                "content": part_text(item.get("output"), index, "output")}
+                "content": part_text(item.get("output"), index, "output", OUTPUT_PARTS)}
     else:
         text = "\n".join(filter(None, (
-            part_text(item.get(name) or [], index, name) for name in ("summary", "content")
+            part_text(item.get("summary") or [], index, "summary", SUMMARY_PARTS),
+            part_text(item.get("content") or [], index, "content", REASONING_PARTS),
         )))
         if not text.strip():
             raise _fail(index, "a reasoning item without summary or content text carries "

@@ -11,6 +11,7 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+import jsonschema
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
@@ -353,3 +354,91 @@ def test_every_field_of_the_sdks_items_has_a_rule(kind: str, types: list[Any]) -
         names = ({field.alias or name for name, field in fields.items()} if fields
                  else set(model.__annotations__))
         assert names <= ITEM_FIELDS[kind] | ITEM_PROVIDER_FIELDS[kind] | {"type"}, model
+
+
+# ---------------------------------------------------------------- the schema tells the truth
+
+
+def json_schema(node: Any) -> Any:
+    """OpenAPI 3.0's ``nullable`` as JSON Schema, as Schemathesis reads it."""
+    if isinstance(node, list):
+        return [json_schema(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    converted = {key: json_schema(value) for key, value in node.items() if key != "nullable"}
+    return {"anyOf": [converted, {"type": "null"}]} if node.get("nullable") else converted
+
+
+_served: list[dict[str, Any]] = []
+
+
+def served_schema(client: APIClient) -> dict[str, Any]:
+    """The schema the API serves, fetched once (it depends on no row)."""
+    if not _served:
+        _served.append(json_schema(client.get(
+            "/api/memory/schema/", HTTP_ACCEPT="application/vnd.oai.openapi+json").json()))
+    return _served[0]
+
+
+TEXTS = st.sampled_from(["", " ", "Where is order 7?", None, [{"type": "text", "text": "hi"}],
+                         [{"type": "text", "text": " "}], [{"type": "refusal", "refusal": "no"}],
+                         [{"type": "input_text", "text": "hi"}],
+                         [{"type": "image_url", "image_url": {"url": "x"}}], 7])
+CALL_FORMS = st.sampled_from([
+    None, [], [{"id": "c1", "name": "lookup"}], [NESTED_CALL],
+    [{"id": "c1", "function": {"name": "lookup"}}],
+    [{"id": "c1", "type": "custom", "custom": {"name": "x", "input": "y"}}],
+    [{"id": "c1", "type": "function", "function": {"name": "x", "arguments": "{}",
+                                                  "strict": True}}],
+])
+
+
+@st.composite
+def shapes(draw: Any) -> dict[str, Any]:
+    """Chat messages and Responses items, valid or not."""
+    if draw(st.booleans()):
+        message: dict[str, Any] = {"role": draw(st.sampled_from(
+            ["user", "system", "developer", "assistant", "tool", "function"]))}
+        optional = [("content", TEXTS), ("tool_calls", CALL_FORMS),
+                    ("tool_call_id", st.sampled_from(["", "call_1"])),
+                    ("refusal", st.sampled_from([None, "no"])),
+                    ("annotations", st.just([])), ("contnet", st.just("typo"))]
+    else:
+        kind = draw(st.sampled_from(["message", "function_call", "function_call_output",
+                                     "reasoning", "web_search_call"]))
+        message = {"type": kind}
+        summary = [{"type": "summary_text", "text": draw(st.sampled_from(["", "why"]))}]
+        optional = [("role", st.sampled_from(["user", "assistant", "developer", "tool"])),
+                    ("content", TEXTS), ("call_id", st.sampled_from(["", "call_1"])),
+                    ("name", st.sampled_from(["", "lookup"])),
+                    ("arguments", st.sampled_from(["{}", None, {"a": 1}])),
+                    ("output", TEXTS), ("summary", st.just(summary)),
+                    ("id", st.just("x_1")), ("status", st.just("completed")),
+                    ("colour", st.just("blue"))]
+    for name, values in optional:
+        if draw(st.integers(0, 3)):
+            message[name] = draw(values)
+    return message
+
+
+@settings(max_examples=300, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(message=shapes())
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")
+def test_the_schema_states_what_append_takes_in_the_openai_shapes(
+    message: dict[str, Any], api: tuple[APIClient, Thread]
+) -> None:
+    client, thread = api[0], Thread.objects.create(owner=api[1].owner)
+    document = served_schema(client)
+    body = document["paths"]["/api/memory/threads/{thread_id}/entries/"]["post"][
+        "requestBody"]["content"]["application/json"]["schema"]
+    resolver = jsonschema.RefResolver.from_schema(document)
+    by_schema = jsonschema.Draft7Validator(body, resolver=resolver).is_valid(message)
+    if message.get("tool_call_id") or message.get("type") == "function_call_output":
+        # A result needs its call stored first (else 409, a conflict the schema can't see).
+        services.append(thread, [{"role": "user", "content": "Where is it?"}, {
+            "role": "assistant", "tool_calls": [{"id": "call_1", "name": "lookup"}]}])
+    response = client.post(f"/api/memory/threads/{thread.pk}/entries/", message,
+                           format="json")
+    assert response.status_code in (201, 400), response.json()
+    assert by_schema == (response.status_code == 201), (message, response.json())

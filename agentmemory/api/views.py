@@ -38,7 +38,6 @@ from agentmemory.api.throttling import AgentMemoryThrottle
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, MessageConflictError
 from agentmemory.messages import clean_message
-from agentmemory.shapes import flat_message
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -50,6 +49,7 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.config import ConflictingRecallOption, InvalidRecallOption
 from agentmemory.receipts import replay, savings
+from agentmemory.shapes import flat_message
 
 
 class Pagination(PageNumberPagination):
@@ -200,7 +200,7 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
     )
     def post(self, request: Request, thread_id: int) -> Response:
         thread = self.thread()
-        data = request.data
+        data: Any = request.data
         is_batch = isinstance(data, dict) and "entries" in data
         # OpenAI shapes are made flat first (agentmemory.shapes, the rule Python append
         # follows too); the serializer then checks the flat form's types and limits.
@@ -208,8 +208,8 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
             if not is_batch:
                 data = flat_message(data, 0)
             elif isinstance(data["entries"], list):
-                entries = data["entries"]
-                data = {**data, "entries": [flat_message(m, i) for i, m in enumerate(entries)]}
+                batch = data["entries"]
+                data = {**data, "entries": [flat_message(m, i) for i, m in enumerate(batch)]}
         except InvalidMessageError as exc:
             raise message_error(exc, batch=len(data["entries"]) if is_batch else None) from exc
         serializer = (s.BatchSerializer if is_batch else s.MessageSerializer)(data=data)
