@@ -442,3 +442,23 @@ def test_the_schema_states_what_append_takes_in_the_openai_shapes(
                            format="json")
     assert response.status_code in (201, 400), response.json()
     assert by_schema == (response.status_code == 201), (message, response.json())
+
+
+def test_the_agent_loop_page_example_appends_messages_as_they_come() -> None:
+    thread = Thread.objects.create()
+    reply = ChatCompletion.model_validate(COMPLETION).choices[0].message
+    # --8<-- [start:as-they-come]
+    services.append(thread, [
+        {"role": "developer", "content": "Answer briefly."},
+        {"role": "user", "content": [{"type": "text", "text": "Where is NW-48217?"}]},
+        reply,  # the ChatCompletionMessage the client returned: content None, tool_calls
+        {"type": "function_call_output", "call_id": "call_7", "output": "in transit"},
+    ])
+    messages = services.recall(thread, 4000).as_chat_messages()
+    # --8<-- [end:as-they-come]
+    assert messages == [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Where is NW-48217?"},
+        {"role": "assistant", "content": None, "tool_calls": [NESTED_CALL]},
+        {"role": "tool", "tool_call_id": "call_7", "content": "in transit"},
+    ]
