@@ -7,7 +7,8 @@ flat message `services.append` stores (``role``, ``content``, ``tool_calls`` as
 - Chat Completions messages (user, system, developer, assistant, tool): ``content`` may
   be ``None`` (stored as ``""``) or a list of text parts; tool calls may be nested
   (``{"id", "type": "function", "function": {"name", "arguments"}}``); ``developer`` is
-  stored as ``system``.
+  stored as ``system``; an assistant message whose content is empty and whose
+  ``refusal`` has text stores that text as its content.
 - Responses API input items: ``message`` (or a ``{"role", "content"}`` item without a
   type), ``function_call`` (an assistant message with one tool call),
   ``function_call_output`` (a tool message) and ``reasoning`` when its summary or content
@@ -145,6 +146,10 @@ def _from_chat(message: Mapping[str, Any], index: int) -> dict[str, Any]:
         flat["role"] = "system"  # the newer name for system instructions
     if "content" in flat:
         flat["content"] = part_text(flat["content"], index, "content", CHAT_PARTS)
+    refusal = message.get("refusal")
+    if flat.get("role") == "assistant" and not (flat.get("content") or "").strip() \
+            and isinstance(refusal, str) and refusal.strip():
+        flat["content"] = refusal  # a refusal is what the model said in place of content
     if isinstance(flat.get("tool_calls"), list):
         flat["tool_calls"] = [_tool_call(call, index) for call in flat["tool_calls"]]
     elif flat.get("tool_calls") is None:

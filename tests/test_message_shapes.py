@@ -272,6 +272,17 @@ def test_the_responses_objects_the_sdk_returns_are_stored() -> None:
     ]
 
 
+def test_a_refusal_is_stored_as_what_the_model_said() -> None:
+    message = ChatCompletion.model_validate({**COMPLETION, "choices": [{
+        "index": 0, "finish_reason": "stop", "logprobs": None, "message": {
+            "role": "assistant", "content": None, "refusal": "I can't help with that."}}],
+    }).choices[0].message
+    thread = Thread.objects.create()
+    [_, entry] = services.append(thread, [{"role": "user", "content": "Help me."}, message])
+    assert entry.content == "I can't help with that."
+    assert entry.metadata == {PROVIDER_KEY: {"refusal": "I can't help with that."}}
+
+
 def test_developer_messages_are_stored_as_system() -> None:
     thread = Thread.objects.create()
     services.append(thread, [
@@ -401,7 +412,7 @@ def shapes(draw: Any) -> dict[str, Any]:
             ["user", "system", "developer", "assistant", "tool", "function"]))}
         optional = [("content", TEXTS), ("tool_calls", CALL_FORMS),
                     ("tool_call_id", st.sampled_from(["", "call_1"])),
-                    ("refusal", st.sampled_from([None, "no"])),
+                    ("refusal", st.sampled_from([None, "no", " ", 3])),
                     ("annotations", st.just([])), ("contnet", st.just("typo"))]
     else:
         kind = draw(st.sampled_from(["message", "function_call", "function_call_output",

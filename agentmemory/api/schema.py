@@ -182,7 +182,8 @@ def _openai_shapes(schemas: dict[str, Any]) -> None:
         "description": "A message to append: the flat form (MessageRequest) or a Chat "
         "Completions message as the openai client sends or returns it: content null or a "
         "list of text parts (joined with a newline), nested function tool calls, the role "
-        "developer (stored as system). name, refusal, annotations, audio and function_call "
+        "developer (stored as system); an assistant's refusal text stands for empty content. "
+        "name, refusal, annotations, audio and function_call "
         "are kept in metadata['openai'] when they have a value.",
         "properties": {
             **flat,
@@ -201,6 +202,10 @@ def _openai_shapes(schemas: dict[str, Any]) -> None:
              "required": ["content"]},
             {"properties": {"role": {"enum": ["assistant"]}, "content": text, **blank_tool},
              "required": ["content"]},
+            {"properties": {"role": {"enum": ["assistant"]},
+                            "refusal": {"type": "string", "pattern": NOT_BLANK},
+                            **blank_tool},
+             "required": ["refusal"]},
             {"properties": {"role": {"enum": ["assistant"]},
                             "tool_calls": {"type": "array", "minItems": 1}, **blank_tool},
              "required": ["tool_calls"]},
