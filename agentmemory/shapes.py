@@ -131,9 +131,11 @@ def _with_provider(
 ) -> dict[str, Any]:
     kept = {name: message[name] for name in sorted(fields & set(message))
             if not _empty(message[name])}
-    metadata = flat.get("metadata")
-    if kept and (metadata is None or isinstance(metadata, Mapping)):
-        flat["metadata"] = {**(metadata or {}), PROVIDER_KEY: kept}
+    if flat.get("metadata", "") is None:
+        del flat["metadata"]  # null metadata is no metadata, as append reads it
+    metadata = flat.get("metadata", {})
+    if kept and isinstance(metadata, Mapping):  # else append refuses the metadata given
+        flat["metadata"] = {**metadata, PROVIDER_KEY: kept}
     return flat
 
 

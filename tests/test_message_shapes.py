@@ -283,6 +283,21 @@ def test_a_refusal_is_stored_as_what_the_model_said() -> None:
     assert entry.metadata == {PROVIDER_KEY: {"refusal": "I can't help with that."}}
 
 
+def test_null_metadata_is_no_metadata_and_provider_fields_are_kept(
+    api: tuple[APIClient, Thread]
+) -> None:
+    """Found by Schemathesis: a null metadata beside kept provider fields was replaced
+    over REST, where a null metadata alone is refused by the flat form."""
+    client, thread = api
+    item = {"type": "reasoning", "id": "rs_1", "metadata": None,
+            "summary": [{"type": "summary_text", "text": "Look the order up."}]}
+    response = client.post(f"/api/memory/threads/{thread.pk}/entries/", item, format="json")
+    assert response.status_code == 201, response.json()
+    [python] = services.append(thread, item)
+    assert response.json()[0]["metadata"] == python.metadata == {PROVIDER_KEY: {
+        "id": "rs_1", "summary": [{"type": "summary_text", "text": "Look the order up."}]}}
+
+
 def test_developer_messages_are_stored_as_system() -> None:
     thread = Thread.objects.create()
     services.append(thread, [
@@ -413,7 +428,8 @@ def shapes(draw: Any) -> dict[str, Any]:
         optional = [("content", TEXTS), ("tool_calls", CALL_FORMS),
                     ("tool_call_id", st.sampled_from(["", "call_1"])),
                     ("refusal", st.sampled_from([None, "no", " ", 3])),
-                    ("annotations", st.just([])), ("contnet", st.just("typo"))]
+                    ("annotations", st.just([])), ("contnet", st.just("typo")),
+                    ("metadata", st.sampled_from([None, {"k": 1}]))]
     else:
         kind = draw(st.sampled_from(["message", "function_call", "function_call_output",
                                      "reasoning", "web_search_call"]))
@@ -425,7 +441,7 @@ def shapes(draw: Any) -> dict[str, Any]:
                     ("arguments", st.sampled_from(["{}", None, {"a": 1}])),
                     ("output", TEXTS), ("summary", st.just(summary)),
                     ("id", st.just("x_1")), ("status", st.just("completed")),
-                    ("colour", st.just("blue"))]
+                    ("colour", st.just("blue")), ("metadata", st.sampled_from([None, {"k": 1}]))]
     for name, values in optional:
         if draw(st.integers(0, 3)):
             message[name] = draw(values)

@@ -177,6 +177,7 @@ def _openai_shapes(schemas: dict[str, Any]) -> None:
             "name": call["name"], "arguments": call["arguments"]}, "required": ["name"]},
     }, "required": ["id", "function"]}
     text = _content(["text", "refusal"], blank=False)
+    metadata = {**flat["metadata"], "nullable": True}  # null: none, as Python append reads it
     schemas["ChatMessageRequest"] = {
         "type": "object", "additionalProperties": False,
         "description": "A message to append: the flat form (MessageRequest) or a Chat "
@@ -194,6 +195,7 @@ def _openai_shapes(schemas: dict[str, Any]) -> None:
                 "anyOf": [ref("ToolCallRequest"), nested]}},
             **{name: ANY_JSON for name in ("name", "refusal", "annotations", "audio",
                                            "function_call")},
+            "metadata": metadata,
         },
         "required": ["role"],
         "anyOf": [
@@ -215,7 +217,6 @@ def _openai_shapes(schemas: dict[str, Any]) -> None:
              "required": ["content", "tool_call_id"]},
         ],
     }
-    metadata = flat["metadata"]
     items = {
         "message": ({
             "role": {"type": "string", "enum": ["user", "system", "developer", "assistant"]},
