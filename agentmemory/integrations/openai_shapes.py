@@ -30,8 +30,9 @@ if TYPE_CHECKING:
 #: that the item comes back exactly as it went in while it is verbatim in the context.
 ITEM_KEY = "openai_item"
 
-#: The Responses item types a thread stores; any other type (reasoning, hosted tool
-#: calls) carries no text the next turn needs and is not stored.
+#: The Responses item types ``stored_item`` stores (the Agents SDK session's rule); any
+#: other type (reasoning, hosted tool calls) is left out there. ``services.append``
+#: itself also takes a reasoning item with text (see `agentmemory.shapes`).
 STORED_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output"})
 
 
