@@ -99,7 +99,7 @@ def part_text(content: Any, index: int, field: str, kinds: frozenset[str]) -> st
     for part in content:
         kind = part.get("type") if isinstance(part, Mapping) else None
         text = part.get(part_key(kind)) if isinstance(part, Mapping) else None
-        if kind not in kinds or not isinstance(text, str):
+        if not isinstance(kind, str) or kind not in kinds or not isinstance(text, str):
             raise _fail(index, f"{field} parts must be text parts with a string text "
                         f"(a thread stores text), got a {kind!r} part.", field)
         texts.append(text)
@@ -178,7 +178,7 @@ def _tool_call(call: Any, index: int) -> Any:
 
 def _from_item(item: Mapping[str, Any], index: int) -> dict[str, Any]:
     kind = item["type"]
-    if kind not in ITEM_FIELDS:
+    if not isinstance(kind, str) or kind not in ITEM_FIELDS:
         raise _fail(index, f"Responses items of type {kind!r} are not stored; the types "
                     f"stored are {', '.join(ITEM_FIELDS)}.", "type")
     allowed = ITEM_FIELDS[kind] | ITEM_PROVIDER_FIELDS[kind] | {"type", "metadata"}

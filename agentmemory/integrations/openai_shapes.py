@@ -114,7 +114,7 @@ def stored_item(item: Any, index: int) -> dict[str, Any] | None:
     if kind is None:
         raise InvalidMessageError(f"item {index}: needs a type or a role.", field="type",
                                   index=index)
-    if kind not in STORED_ITEM_TYPES:
+    if not isinstance(kind, str) or kind not in STORED_ITEM_TYPES:
         return None
     # The whole item is kept, so only the fields stored in columns are read here: a
     # field the SDK adds to its items is not refused.
