@@ -200,9 +200,12 @@ def _from_item(item: Mapping[str, Any], index: int) -> dict[str, Any]:
         flat = {"role": "tool", "tool_call_id": item.get("call_id"),
                 "content": part_text(item.get("output"), index, "output", OUTPUT_PARTS)}
     else:
+        if not isinstance(item.get("summary"), list):
+            raise _fail(index, "a reasoning item's summary must be a list of summary_text "
+                        "parts.", "summary")
         text = "\n".join(filter(None, (
-            part_text(item.get("summary") or [], index, "summary", SUMMARY_PARTS),
-            part_text(item.get("content") or [], index, "content", REASONING_PARTS),
+            part_text(item["summary"], index, "summary", SUMMARY_PARTS),
+            part_text(item.get("content"), index, "content", REASONING_PARTS),
         )))
         if not text.strip():
             raise _fail(index, "a reasoning item without summary or content text carries "

@@ -328,7 +328,12 @@ def test_developer_messages_are_stored_as_system() -> None:
     ({"type": "function_call", "call_id": "c", "name": "n", "arguments": "{}",
       "colour": "blue"}, "colour"),
     # Found by Schemathesis: a type that is not a string was a 500 (unhashable).
-    ({"type": "reasoning", "content": [{"type": {}, "text": "x"}]}, "content"),
+    ({"type": "reasoning", "summary": [], "content": [{"type": {}, "text": "x"}]},
+     "content"),
+    ({"type": "reasoning", "summary": [{"type": "summary_text", "text": "0"}],
+      "content": {}}, "content"),
+    ({"type": "reasoning", "summary": None, "content": [
+        {"type": "reasoning_text", "text": "x"}]}, "summary"),
     ({"type": {"kind": "message"}, "role": "user", "content": "hi"}, "type"),
 ])
 def test_what_cannot_be_stored_is_refused_by_name_and_writes_nothing(
@@ -438,13 +443,16 @@ def shapes(draw: Any) -> dict[str, Any]:
         kind = draw(st.sampled_from(["message", "function_call", "function_call_output",
                                      "reasoning", "web_search_call", {}, None]))
         message = {"type": kind}
-        summary = [{"type": draw(st.sampled_from(["summary_text", {}])),
-                    "text": draw(st.sampled_from(["", "why"]))}]
+        summary = draw(st.sampled_from([None, {}, [
+            {"type": draw(st.sampled_from(["summary_text", {}])),
+             "text": draw(st.sampled_from(["", "why"]))}]]))
         optional = [("role", st.sampled_from(["user", "assistant", "developer", "tool"])),
                     ("content", TEXTS), ("call_id", st.sampled_from(["", "call_1"])),
                     ("name", st.sampled_from(["", "lookup"])),
                     ("arguments", st.sampled_from(["{}", None, {"a": 1}])),
                     ("output", TEXTS), ("summary", st.just(summary)),
+                    ("content", st.sampled_from([None, {}, [
+                        {"type": "reasoning_text", "text": "x"}]])),
                     ("id", st.just("x_1")), ("status", st.just("completed")),
                     ("colour", st.just("blue")), ("metadata", st.sampled_from([None, {"k": 1}]))]
     for name, values in optional:

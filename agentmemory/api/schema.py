@@ -57,7 +57,7 @@ CONFLICTS = {
     "threads_recall_create": "Options that contradict each other or the project's settings: "
     "low_water not below high_water, tiers without the summary tier.",
 }
-THROTTLED = {"threads_entries_create", "threads_recall_create"}
+THROTTLED = {"threads_entries_create", "threads_recall_create", "threads_fold_create"}
 
 NO_NUL = "^[^\\u0000]*$"
 NOT_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
@@ -231,7 +231,8 @@ def _openai_shapes(schemas: dict[str, Any]) -> None:
                                    "namespace"]),
         "reasoning": ({
             "summary": _parts(["summary_text"], {"pattern": NOT_BLANK}),
-            "content": {**_parts(["reasoning_text"], {"pattern": NO_NUL}), "minItems": 0},
+            "content": {**_parts(["reasoning_text"], {"pattern": NO_NUL}), "minItems": 0,
+                        "nullable": True},
         }, ["summary"], ["id", "status", "encrypted_content"]),
     }
     variants = []
