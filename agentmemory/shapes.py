@@ -203,6 +203,9 @@ def _from_item(item: Mapping[str, Any], index: int) -> dict[str, Any]:
         if not isinstance(item.get("summary"), list):
             raise _fail(index, "a reasoning item's summary must be a list of summary_text "
                         "parts.", "summary")
+        if not isinstance(item.get("content", []), list | None):
+            raise _fail(index, "a reasoning item's content must be a list of "
+                        "reasoning_text parts or null.", "content")
         text = "\n".join(filter(None, (
             part_text(item["summary"], index, "summary", SUMMARY_PARTS),
             part_text(item.get("content"), index, "content", REASONING_PARTS),

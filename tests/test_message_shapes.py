@@ -332,6 +332,8 @@ def test_developer_messages_are_stored_as_system() -> None:
      "content"),
     ({"type": "reasoning", "summary": [{"type": "summary_text", "text": "0"}],
       "content": {}}, "content"),
+    ({"type": "reasoning", "summary": [{"type": "summary_text", "text": "0"}],
+      "content": "AAA"}, "content"),
     ({"type": "reasoning", "summary": None, "content": [
         {"type": "reasoning_text", "text": "x"}]}, "summary"),
     ({"type": {"kind": "message"}, "role": "user", "content": "hi"}, "type"),
@@ -451,7 +453,7 @@ def shapes(draw: Any) -> dict[str, Any]:
                     ("name", st.sampled_from(["", "lookup"])),
                     ("arguments", st.sampled_from(["{}", None, {"a": 1}])),
                     ("output", TEXTS), ("summary", st.just(summary)),
-                    ("content", st.sampled_from([None, {}, [
+                    ("content", st.sampled_from([None, {}, "AAA", [
                         {"type": "reasoning_text", "text": "x"}]])),
                     ("id", st.just("x_1")), ("status", st.just("completed")),
                     ("colour", st.just("blue")), ("metadata", st.sampled_from([None, {"k": 1}]))]
