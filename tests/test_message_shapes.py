@@ -416,7 +416,7 @@ def served_schema(client: APIClient) -> dict[str, Any]:
     return _served[0]
 
 
-TEXTS = st.sampled_from(["", " ", "Where is order 7?", None, [{"type": "text", "text": "hi"}],
+TEXTS = st.sampled_from(["", " ", "Where is order 7?", None, [], [{"type": "text", "text": "hi"}],
                          [{"type": "text", "text": " "}], [{"type": "refusal", "refusal": "no"}],
                          [{"type": "input_text", "text": "hi"}],
                          [{"type": "image_url", "image_url": {"url": "x"}}], 7,
@@ -438,7 +438,7 @@ def shapes(draw: Any) -> dict[str, Any]:
             ["user", "system", "developer", "assistant", "tool", "function"]))}
         optional = [("content", TEXTS), ("tool_calls", CALL_FORMS),
                     ("tool_call_id", st.sampled_from(["", "call_1"])),
-                    ("refusal", st.sampled_from([None, "no", " ", 3])),
+                    ("refusal", st.sampled_from([None, "no", " ", 3, "0"])),
                     ("annotations", st.just([])), ("contnet", st.just("typo")),
                     ("metadata", st.sampled_from([None, {"k": 1}]))]
     else:

@@ -159,7 +159,10 @@ def _content(kinds: list[str], *, blank: bool) -> dict[str, Any]:
     text is not blank (every part not blank)."""
     limit = memory_settings.API_MAX_CONTENT_CHARS
     text = {"pattern": NO_NUL if blank else NOT_BLANK, "maxLength": limit}
-    return {"anyOf": [{"type": "string", **text}, _parts(kinds, text)]}
+    parts = _parts(kinds, text)
+    if blank:
+        parts["minItems"] = 0  # no parts: empty text
+    return {"anyOf": [{"type": "string", **text}, parts]}
 
 
 ANY_JSON = {"description": JSON_LIMITS}
