@@ -1,7 +1,8 @@
 """Validation of incoming messages, shared by append and window compaction.
 
-Every problem raises `InvalidMessageError` naming the field, before anything
-is written.
+A message may come in any shape `agentmemory.shapes` reads (the OpenAI ones); it is
+made flat there first. Every problem raises `InvalidMessageError` naming the field,
+before anything is written.
 """
 
 from __future__ import annotations
@@ -11,23 +12,19 @@ from typing import Any
 
 from agentmemory.exceptions import InvalidMessageError, ToolCallIdError
 from agentmemory.models import Role, Tier
+from agentmemory.shapes import flat_message
 
 ROLES = frozenset(Role.values)
 TIERS = frozenset(Tier.values)
-MESSAGE_FIELDS = frozenset(
-    {"role", "content", "tool_calls", "tool_name", "tool_call_id", "turn", "tier", "metadata"}
-)
 
 
 def clean_message(message: Any, index: int) -> dict[str, Any]:
     def fail(text: str, name: str) -> InvalidMessageError:
         return InvalidMessageError(f"message {index}: {text}", field=name, index=index)
 
+    message = flat_message(message, index)
     if not isinstance(message, Mapping):
         raise fail("must be a mapping with 'role' and 'content'.", "non_field_errors")
-    unknown = sorted(set(message) - MESSAGE_FIELDS)
-    if unknown:
-        raise fail(f"unknown fields {unknown}.", unknown[0])
     role = message.get("role")
     if role not in ROLES:
         raise fail(f"role must be one of {', '.join(Role.values)}, got {role!r}.", "role")
@@ -74,13 +71,10 @@ def clean_tool_calls(calls: Any, role: str, fail: Any) -> list[dict[str, Any]]:
     for call in calls:
         if not isinstance(call, Mapping):
             raise fail("each tool call must be an object with id and name.", "tool_calls")
-        # Accept OpenAI's nested shape as well as the flat one.
-        nested = call.get("function")
-        function = nested if isinstance(nested, Mapping) else call
-        call_id, name = call.get("id"), function.get("name")
+        call_id, name = call.get("id"), call.get("name")
         if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
             raise fail("each tool call needs a non-empty string id and name.", "tool_calls")
-        cleaned.append({"id": call_id, "name": name, "arguments": function.get("arguments", "")})
+        cleaned.append({"id": call_id, "name": name, "arguments": call.get("arguments", "")})
     return cleaned
 
 

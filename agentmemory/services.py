@@ -10,7 +10,7 @@ import logging
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -103,7 +103,7 @@ def thread_write_tier(thread: Thread) -> str:
 
 def append(
     thread: Thread,
-    messages: Mapping[str, Any] | Sequence[Mapping[str, Any]],
+    messages: Any,
     *,
     now: datetime | None = None,
 ) -> list[MemoryEntry]:
@@ -111,14 +111,17 @@ def append(
 
     A message is a mapping with ``role`` and ``content``, and optionally
     ``tool_calls`` (assistant: ``[{"id", "name", "arguments"}]``), ``tool_name`` and
-    ``tool_call_id`` (tool), ``turn``, ``tier`` and ``metadata``. When ``turn`` is
+    ``tool_call_id`` (tool), ``turn``, ``tier`` and ``metadata``; or an OpenAI Chat
+    Completions message or Responses input item, as a dict or the SDK's pydantic object,
+    stored by the rules of `agentmemory.shapes`. When ``turn`` is
     omitted, each user message opens a new turn and the others join the current one.
     Any invalid message raises `InvalidMessageError` and nothing is stored; one that
     conflicts with the thread (a turn before its current turn, a tool call id already
     used, a tool result for a call not stored before it, a call answered twice) raises
     its subclass `MessageConflictError` (`ToolCallIdError` names the id).
     """
-    batch = [messages] if isinstance(messages, Mapping) else list(messages)
+    single = isinstance(messages, Mapping) or hasattr(messages, "model_dump")
+    batch = [messages] if single else list(messages)
     cleaned = [clean_message(message, index) for index, message in enumerate(batch)]
     now = now or timezone.now()
     ttl = thread_ttl(thread)

@@ -7,6 +7,7 @@ refuse unknown fields; the domain rules of a message; the bounds the settings im
 
 from __future__ import annotations
 
+from copy import deepcopy
 from typing import Any
 
 from agentmemory.conf import memory_settings
@@ -58,7 +59,7 @@ CONFLICTS = {
     "context was erased by another request during the recall (`{\"detail\": ...}`): recall "
     "again.",
 }
-THROTTLED = {"threads_entries_create", "threads_recall_create"}
+THROTTLED = {"threads_entries_create", "threads_recall_create", "threads_fold_create"}
 
 NO_NUL = "^[^\\u0000]*$"
 NOT_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
@@ -73,12 +74,13 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
         if name.endswith("Request"):
             _request_body(schema)
     _message(schemas["MessageRequest"])
+    _openai_shapes(schemas)
     schemas["BatchRequest"] = {
         "type": "object",
         "description": "A batch to append: all of it, or nothing.",
         "additionalProperties": False,
         "properties": {"entries": {
-            "type": "array", "items": {"$ref": "#/components/schemas/MessageRequest"},
+            "type": "array", "items": {"oneOf": [ref("ChatMessageRequest"), ref("ResponseItem")]},
             "minItems": 1, "maxItems": memory_settings.API_MAX_BATCH,
         }},
         "required": ["entries"],
@@ -137,6 +139,129 @@ def _message(schema: dict[str, Any]) -> None:
     ]
 
 
+def ref(name: str) -> dict[str, str]:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _parts(kinds: list[str], text: dict[str, Any]) -> dict[str, Any]:
+    """An array of text parts of ``kinds`` (a refusal part keeps its text under
+    ``refusal``); other keys of a part are allowed and not kept."""
+    variants = []
+    for kind in kinds:
+        key = "refusal" if kind == "refusal" else "text"
+        variants.append({"type": "object", "properties": {
+            "type": {"type": "string", "enum": [kind]}, key: {"type": "string", **text},
+        }, "required": ["type", key]})
+    return {"type": "array", "minItems": 1,
+            "items": variants[0] if len(variants) == 1 else {"anyOf": variants}}
+
+
+def _content(kinds: list[str], *, blank: bool) -> dict[str, Any]:
+    """A string or a list of text parts, joined with a newline; with ``blank`` False the
+    text is not blank (every part not blank)."""
+    limit = memory_settings.API_MAX_CONTENT_CHARS
+    text = {"pattern": NO_NUL if blank else NOT_BLANK, "maxLength": limit}
+    parts = _parts(kinds, text)
+    if blank:
+        parts["minItems"] = 0  # no parts: empty text
+    return {"anyOf": [{"type": "string", **text}, parts]}
+
+
+ANY_JSON = {"description": JSON_LIMITS}
+
+
+def _openai_shapes(schemas: dict[str, Any]) -> None:
+    """The OpenAI shapes append also takes (agentmemory.shapes makes them flat): a Chat
+    Completions message, or a Responses input item (``ResponseItem``, by ``type``)."""
+    flat = schemas["MessageRequest"]["properties"]
+    blank_tool = {"tool_name": {"pattern": BLANK}, "tool_call_id": {"pattern": BLANK}}
+    call = schemas["ToolCallRequest"]["properties"]
+    nested = {"type": "object", "additionalProperties": False, "properties": {
+        "id": call["id"], "type": {"type": "string", "enum": ["function"]},
+        "function": {"type": "object", "additionalProperties": False, "properties": {
+            "name": call["name"], "arguments": call["arguments"]}, "required": ["name"]},
+    }, "required": ["id", "function"]}
+    text = _content(["text", "refusal"], blank=False)
+    metadata = {**flat["metadata"], "nullable": True}  # null: none, as Python append reads it
+    schemas["ChatMessageRequest"] = {
+        "type": "object", "additionalProperties": False,
+        "description": "A message to append: the flat form (MessageRequest) or a Chat "
+        "Completions message as the openai client sends or returns it: content null or a "
+        "list of text parts (joined with a newline), nested function tool calls, the role "
+        "developer (stored as system); an assistant's refusal text stands for empty content. "
+        "name, refusal, annotations, audio and function_call "
+        "are kept in metadata['openai'] when they have a value.",
+        "properties": {
+            **flat,
+            "role": {"type": "string",
+                     "enum": ["user", "system", "developer", "assistant", "tool"]},
+            "content": {**_content(["text", "refusal"], blank=True), "nullable": True},
+            "tool_calls": {"type": "array", "nullable": True, "items": {
+                "anyOf": [ref("ToolCallRequest"), nested]}},
+            **{name: ANY_JSON for name in ("name", "refusal", "annotations", "audio",
+                                           "function_call")},
+            "metadata": metadata,
+        },
+        "required": ["role"],
+        "anyOf": [
+            {"properties": {"role": {"enum": ["user", "system", "developer"]},
+                            "content": text, "tool_calls": {"maxItems": 0}, **blank_tool},
+             "required": ["content"]},
+            {"properties": {"role": {"enum": ["assistant"]}, "content": text, **blank_tool},
+             "required": ["content"]},
+            {"properties": {"role": {"enum": ["assistant"]},
+                            "refusal": {"type": "string", "pattern": NOT_BLANK},
+                            **blank_tool},
+             "required": ["refusal"]},
+            {"properties": {"role": {"enum": ["assistant"]},
+                            "tool_calls": {"type": "array", "minItems": 1}, **blank_tool},
+             "required": ["tool_calls"]},
+            {"properties": {"role": {"enum": ["tool"]}, "content": text,
+                            "tool_calls": {"maxItems": 0},
+                            "tool_call_id": {"pattern": NOT_BLANK}},
+             "required": ["content", "tool_call_id"]},
+        ],
+    }
+    items = {
+        "message": ({
+            "role": {"type": "string", "enum": ["user", "system", "developer", "assistant"]},
+            "content": _content(["input_text", "output_text", "refusal"], blank=False),
+        }, ["role", "content"], ["id", "status", "phase"]),
+        "function_call": ({
+            "call_id": call["id"], "name": call["name"], "arguments": call["arguments"],
+        }, ["call_id", "name"], ["id", "status", "async", "caller", "namespace"]),
+        "function_call_output": ({
+            "call_id": call["id"], "output": _content(["input_text"], blank=False),
+        }, ["call_id", "output"], ["id", "status", "caller", "created_by", "name",
+                                   "namespace"]),
+        "reasoning": ({
+            "summary": _parts(["summary_text"], {"pattern": NOT_BLANK}),
+            "content": {**_parts(["reasoning_text"], {"pattern": NO_NUL}), "minItems": 0,
+                        "nullable": True},
+        }, ["summary"], ["id", "status", "encrypted_content"]),
+    }
+    variants = []
+    for kind, (properties, required, provider) in items.items():
+        name = "".join(word.title() for word in kind.split("_")) + "ItemRequest"
+        schemas[name] = {
+            "type": "object", "additionalProperties": False,
+            "properties": {"type": {"type": "string", "enum": [kind]}, **properties,
+                           **{field: ANY_JSON for field in provider}, "metadata": metadata},
+            "required": ["type", *required],
+        }
+        variants.append(ref(name))
+    for name in ["ChatMessageRequest", *(v["$ref"].rsplit("/", 1)[1] for v in variants)]:
+        schemas[name] = deepcopy(schemas[name])  # no shared objects (YAML anchors)
+    schemas["ResponseItem"] = {
+        "description": "A Responses API input item to append (a dict as the openai "
+        "client takes it): message, function_call (an assistant message with one tool "
+        "call), function_call_output (a tool message) or reasoning with summary text (an "
+        "assistant message). Its id, status and other provider fields are kept in "
+        "metadata['openai'] when they have a value.",
+        "oneOf": variants,
+    }
+
+
 def _operation(path: str, operation: dict[str, Any]) -> None:
     operation_id = operation.get("operationId", "")
     parameters = operation.get("parameters", [])
@@ -153,8 +278,7 @@ def _operation(path: str, operation: dict[str, Any]) -> None:
     has_body = "requestBody" in operation
     if operation_id == "threads_entries_create":
         operation["requestBody"]["content"]["application/json"]["schema"] = {"oneOf": [
-            {"$ref": "#/components/schemas/MessageRequest"},
-            {"$ref": "#/components/schemas/BatchRequest"},
+            ref("ChatMessageRequest"), ref("ResponseItem"), ref("BatchRequest"),
         ]}
     codes = [401, 403]
     if has_body or any(p["in"] == "query" for p in parameters):

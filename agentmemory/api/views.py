@@ -54,6 +54,7 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.config import ConflictingRecallOption, InvalidRecallOption
 from agentmemory.receipts import replay, savings
+from agentmemory.shapes import flat_message
 
 
 class Pagination(PageNumberPagination):
@@ -212,8 +213,19 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
     )
     def post(self, request: Request, thread_id: int) -> Response:
         thread = self.thread()
-        is_batch = isinstance(request.data, dict) and "entries" in request.data
-        serializer = (s.BatchSerializer if is_batch else s.MessageSerializer)(data=request.data)
+        data: Any = request.data
+        is_batch = isinstance(data, dict) and "entries" in data
+        # OpenAI shapes are made flat first (agentmemory.shapes, the rule Python append
+        # follows too); the serializer then checks the flat form's types and limits.
+        try:
+            if not is_batch:
+                data = flat_message(data, 0)
+            elif isinstance(data["entries"], list):
+                batch = data["entries"]
+                data = {**data, "entries": [flat_message(m, i) for i, m in enumerate(batch)]}
+        except InvalidMessageError as exc:
+            raise message_error(exc, batch=len(data["entries"]) if is_batch else None) from exc
+        serializer = (s.BatchSerializer if is_batch else s.MessageSerializer)(data=data)
         serializer.is_valid(raise_exception=True)
         messages = serializer.validated_data["entries"] if is_batch else serializer.validated_data
         try:

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentmemory import services
 from agentmemory.exceptions import AgentMemoryError, InvalidMessageError
+from agentmemory.shapes import ITEM_FIELDS, as_mapping, flat_message
 
 if TYPE_CHECKING:
     from agentmemory.models import Thread
@@ -29,8 +30,9 @@ if TYPE_CHECKING:
 #: that the item comes back exactly as it went in while it is verbatim in the context.
 ITEM_KEY = "openai_item"
 
-#: The Responses item types a thread stores; any other type (reasoning, hosted tool
-#: calls) carries no text the next turn needs and is not stored.
+#: The Responses item types ``stored_item`` stores (the Agents SDK session's rule); any
+#: other type (reasoning, hosted tool calls) is left out there. ``services.append``
+#: itself also takes a reasoning item with text (see `agentmemory.shapes`).
 STORED_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output"})
 
 
@@ -96,32 +98,15 @@ def response_input(messages: Iterable[RecalledMessage]) -> list[dict[str, Any]]:
 # ---------------------------------------------------------------- Responses items in
 
 
-def _text(content: Any) -> str:
-    """The text of a message item's content: a string, or a list of text parts."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(
-            part["text"] for part in content
-            if isinstance(part, Mapping) and isinstance(part.get("text"), str)
-        )
-    return ""
-
-
-def _as_dict(item: Any) -> Any:
-    # The SDK hands over TypedDicts, but a pydantic object is accepted too.
-    dump = getattr(item, "model_dump", None)
-    return dump(exclude_unset=True, mode="json") if callable(dump) else item
-
-
 def stored_item(item: Any, index: int) -> dict[str, Any] | None:
     """The message to append for one Responses input item, or None for a type not stored.
 
-    The item itself is kept in the entry's metadata under ``ITEM_KEY``. A message item
-    without a ``type`` (``{"role": "user", "content": "..."}``) is a message. A mapping
-    with neither raises ``InvalidMessageError``.
+    The item is read by `agentmemory.shapes.flat_message` and kept whole in the entry's
+    metadata under ``ITEM_KEY``. A message item without a ``type``
+    (``{"role": "user", "content": "..."}``) is a message. A mapping with neither raises
+    ``InvalidMessageError``.
     """
-    item = _as_dict(item)
+    item = as_mapping(item)
     if not isinstance(item, Mapping):
         raise InvalidMessageError(f"item {index}: must be a mapping.", field="item",
                                   index=index)
@@ -129,22 +114,14 @@ def stored_item(item: Any, index: int) -> dict[str, Any] | None:
     if kind is None:
         raise InvalidMessageError(f"item {index}: needs a type or a role.", field="type",
                                   index=index)
-    if kind not in STORED_ITEM_TYPES:
+    if not isinstance(kind, str) or kind not in STORED_ITEM_TYPES:
         return None
-    metadata = {ITEM_KEY: dict(item)}
-    if kind == "function_call":
-        return {"role": "assistant", "content": "", "metadata": metadata, "tool_calls": [
-            {"id": item.get("call_id"), "name": item.get("name"),
-             "arguments": _arguments(item)}
-        ]}
-    if kind == "function_call_output":
-        output = item.get("output")
-        return {"role": "tool", "tool_call_id": item.get("call_id"), "metadata": metadata,
-                "content": output if isinstance(output, str) else _text(output)}
-    role = item.get("role")
-    # The developer role is the Responses name for system instructions.
-    return {"role": "system" if role == "developer" else role,
-            "content": _text(item.get("content")), "metadata": metadata}
+    # The whole item is kept, so only the fields stored in columns are read here: a
+    # field the SDK adds to its items is not refused.
+    mapped = {name: item[name] for name in ITEM_FIELDS[kind] & set(item)}
+    message = flat_message({**mapped, "type": kind}, index)
+    message["metadata"] = {ITEM_KEY: dict(item)}
+    return message
 
 
 def messages_from_items(items: Sequence[Any]) -> list[dict[str, Any]]:
@@ -157,11 +134,8 @@ def messages_from_items(items: Sequence[Any]) -> list[dict[str, Any]]:
 
 def reply_message(message: Any) -> dict[str, Any]:
     """The message to append for a ``ChatCompletionMessage`` the client returned."""
-    calls = [
-        {"id": call.id, "name": call.function.name, "arguments": call.function.arguments}
-        for call in (message.tool_calls or [])
-    ]
-    return {"role": "assistant", "content": message.content or "", "tool_calls": calls}
+    flat: dict[str, Any] = flat_message(message, 0)
+    return flat
 
 
 def chat_turn(
