@@ -62,8 +62,14 @@ CONFLICTS = {
 THROTTLED = {"threads_entries_create", "threads_recall_create", "threads_fold_create"}
 
 NO_NUL = "^[^\\u0000]*$"
-NOT_BLANK = "^[^\\u0000]*[^\\s\\u0000][^\\u0000]*$"
-BLANK = "^\\s*$"
+# What Python's str.strip() removes (the server's blank test), spelled out: a regex's
+# \s differs (it lacks U+001C-U+001F and U+0085, and has U+FEFF).
+WHITESPACE = (
+    "\\t\\n\\u000b\\u000c\\r\\u001c-\\u001f \\u0085\\u00a0\\u1680\\u2000-\\u200a"
+    "\\u2028\\u2029\\u202f\\u205f\\u3000"
+)
+NOT_BLANK = f"^[^\\u0000]*[^{WHITESPACE}\\u0000][^\\u0000]*$"
+BLANK = f"^[{WHITESPACE}]*$"
 
 
 def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bool
