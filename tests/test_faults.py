@@ -90,6 +90,23 @@ class SilentServer:
             client.close()
 
 
+@pytest.fixture(autouse=True)
+def eager_app() -> Iterator[None]:
+    """The tests' eager Celery app (tests/settings.py) is current in every test here, so
+    a test that counts on a fold sent eagerly does not depend on which app an earlier
+    test left current; `publishing_app` swaps in a real one where a test needs it."""
+    from celery import current_app
+
+    from tests.celery_app import app
+
+    previous = current_app._get_current_object()
+    app.set_current()
+    try:
+        yield
+    finally:
+        previous.set_current()
+
+
 @contextmanager
 def publishing_app(broker_url: str, **conf: Any) -> Iterator[Any]:
     """A real Celery app, eager mode off, current while the block runs."""
