@@ -74,6 +74,14 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
     def owned_by(self, user: object) -> ThreadQuerySet:
         return self.filter(owner=user)
 
+    def without_fold_on_its_way(self, now: datetime) -> ThreadQuerySet:
+        """Threads with no fold queued, retrying or holding the lease (a claim or a lease
+        past its time counts as gone: its holder died)."""
+        return self.filter(
+            Q(fold_queued_until__isnull=True) | Q(fold_queued_until__lt=now),
+            Q(fold_lease_owner="") | Q(fold_lease_until__lt=now),
+        )
+
     def lock(self, pk: int) -> bool:
         """Take the thread's row lock (inside a transaction); False if it is gone.
 

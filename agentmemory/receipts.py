@@ -52,15 +52,19 @@ def record_receipt(
     omitted: int = 0,
     omitted_reason: str | None = None,
 ) -> RecallReceipt:
-    """The thread's turn, then two inserts however long the context: the receipt, then its
-    items in one batch."""
-    # Read, not taken from ``thread``: an instance loaded before appends made elsewhere
-    # would file the context under an older turn than the one it shows.
-    turn = Thread.objects.filter(pk=thread.pk).values_list("last_turn", flat=True).first()
+    """Four statements however long the context: the thread's row lock (which reads its
+    turn), a check that what was shown is still stored, the receipt, and its items in one
+    multi-row insert."""
     with transaction.atomic():
         # The one lock order (`ThreadQuerySet.lock`); under it no erasure of this thread
-        # runs, so what is checked here still stands at commit.
-        if not Thread.objects.lock(thread.pk):
+        # runs, so what is checked here still stands at commit. The turn is read from the
+        # row, not taken from ``thread``: an instance loaded before appends made elsewhere
+        # would file the context under an older turn than the one it shows.
+        turn = (
+            Thread.objects.select_for_update().filter(pk=thread.pk)
+            .values_list("last_turn", flat=True).first()
+        )
+        if turn is None:
             raise ThreadGoneError(f"Thread {thread.pk} was erased during the recall.")
         shown = {entry.pk for entry in picked}
         if folded_summary is not None:
@@ -71,7 +75,7 @@ def record_receipt(
             )
         receipt = RecallReceipt.objects.create(
             thread=thread,
-            turn=thread.last_turn if turn is None else turn,
+            turn=turn,
             budget_tokens=budget_tokens,
             tokens=tokens,
             decline=decline or "",

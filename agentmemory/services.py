@@ -174,10 +174,26 @@ def append(
         Thread.objects.filter(pk=thread.pk).update(
             last_position=position, last_turn=turn, updated_at=now
         )
-        if memory_settings.RECALL_MODE == "background" and fold_due(thread, now=now):
-            transaction.on_commit(lambda: enqueue_fold(thread.pk))
+        if memory_settings.RECALL_MODE == "background":
+            # After the commit, outside the row lock: deciding reads the thread's history,
+            # and appends to the thread queue on that lock.
+            transaction.on_commit(lambda: fold_if_due(thread.pk))
     thread.last_position, thread.last_turn = position, turn
     return entries
+
+
+def fold_if_due(thread_id: int) -> None:
+    """Request a background fold of the thread if one is due and none is on its way.
+
+    The cheap question first: a thread whose fold is queued, leased or parked needs no
+    decision (under a burst of appends, most of them)."""
+    now = timezone.now()
+    thread = (
+        Thread.objects.without_fold_on_its_way(now)
+        .filter(pk=thread_id, fold_parked_until__isnull=True).first()
+    )
+    if thread is not None and fold_due(thread, now=now):
+        request_fold(thread_id)
 
 
 # ---------------------------------------------------------------- recall
@@ -709,10 +725,8 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
     if by_sweep:
         parked |= Q(fold_parked_until__lte=now)
     claimed = (
-        Thread.objects.filter(pk=thread_id)
-        .filter(parked)
-        .filter(Q(fold_queued_until__isnull=True) | Q(fold_queued_until__lt=now))
-        .filter(Q(fold_lease_owner="") | Q(fold_lease_until__lt=now))
+        Thread.objects.without_fold_on_its_way(now)
+        .filter(parked, pk=thread_id)
         .update(fold_queued_until=now + timedelta(seconds=float(memory_settings.FOLD_LEASE)))
     )
     if not claimed:

@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -462,3 +463,50 @@ def test_a_database_error_during_write_back_retries_the_task(settings: Any) -> N
     assert MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).count() == 1
     thread.refresh_from_db()
     assert thread.fold_lease_owner == "" and thread.fold_deaths == 0
+
+
+# ---------------------------------------------------------------- item 5: the request path
+
+
+@pytest.fixture
+def fold_decisions(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Every `services.fold_due` call made by an append: was a transaction open then?"""
+    calls: list[bool] = []
+    decide = services.fold_due
+
+    def spy(thread: Thread, **kwargs: Any) -> bool:
+        calls.append(connection.in_atomic_block)
+        return decide(thread, **kwargs)
+
+    monkeypatch.setattr(services, "fold_due", spy)
+    return calls
+
+
+@pytest.mark.django_db(transaction=True)  # on_commit runs on a real commit
+def test_an_append_decides_on_a_fold_after_its_commit_outside_the_row_lock(
+    settings: Any, fold_decisions: list[bool]
+) -> None:
+    settings.AGENTMEMORY = background()
+    thread = Thread.objects.create(title="decided after commit")
+    fill(thread, count=20)
+    assert len(fold_decisions) >= 20  # one per append; a settling fold asks again
+    assert not any(fold_decisions), "a fold decision ran inside the append's transaction"
+    assert MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("on_its_way", ["queued", "leased", "parked"])
+def test_an_append_to_a_thread_with_a_fold_on_its_way_asks_nothing(
+    settings: Any, fold_decisions: list[bool], on_its_way: str
+) -> None:
+    settings.AGENTMEMORY = background()
+    thread = Thread.objects.create(title=on_its_way)
+    later = timezone.now() + timedelta(minutes=5)
+    Thread.objects.filter(pk=thread.pk).update(**{
+        "queued": {"fold_queued_until": later},
+        "leased": {"fold_lease_owner": "another worker", "fold_lease_until": later},
+        "parked": {"fold_parked_until": later},
+    }[on_its_way])
+    fill(thread, count=20)
+    assert fold_decisions == []
+    assert not MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).exists()
