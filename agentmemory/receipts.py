@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, router, transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
 from django.db.models.functions import Coalesce
 
@@ -87,14 +87,32 @@ def record_receipt(
             created_at=now,
             expires_at=expires_at,
         )
-        ReceiptItem.objects.bulk_create(
-            ReceiptItem(
-                receipt=receipt, entry=entry, order=order, kind=entry.kind,
-                tokens=entry.token_count,
-            )
-            for order, entry in enumerate(picked)
-        )
+        insert_items(receipt.pk, picked)
     return receipt
+
+
+def insert_items(receipt_id: int, picked: list[MemoryEntry]) -> None:
+    """The receipt's items as multi-row INSERTs of plain values: a context of hundreds
+    of entries builds no model instance per item (``bulk_create`` spent a fifth of a
+    background recall doing so)."""
+    connection = connections[router.db_for_write(ReceiptItem)]
+    meta = ReceiptItem._meta
+    quote = connection.ops.quote_name
+    fields = {field.name: field for field in meta.concrete_fields}
+    columns = ", ".join(
+        quote(fields[name].column) for name in ("receipt", "entry", "order", "kind", "tokens")
+    )
+    rows = [(receipt_id, entry.pk, order, entry.kind, entry.token_count)
+            for order, entry in enumerate(picked)]
+    per_statement = max(1, (connection.features.max_query_params or 50_000) // 5)
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), per_statement):
+            chunk = rows[start : start + per_statement]
+            cursor.execute(
+                f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
+                + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk)),
+                [value for row in chunk for value in row],
+            )
 
 
 @dataclass(frozen=True)

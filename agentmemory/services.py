@@ -40,11 +40,17 @@ from agentmemory.models import (
     SummarySource,
     Thread,
 )
-from agentmemory.pipeline.budget import DECAYED, OVER_BUDGET, context_room, pick_by_budget
+from agentmemory.pipeline.budget import (
+    DECAYED,
+    OVER_BUDGET,
+    context_room,
+    pick_by_budget,
+    picked_the_oldest_turn,
+)
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import entry_line, format_context
-from agentmemory.pipeline.load import Loaded, load_oldest, load_visible
+from agentmemory.pipeline.load import Loaded, load_context, load_oldest, load_visible
 from agentmemory.pipeline.plan import fold_pressure, next_fold
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
@@ -287,7 +293,7 @@ def recall(
         )
     now = now or timezone.now()
     room = context_room(budget_tokens, config)
-    loaded = load_intact(thread, config, now, room)
+    loaded = load_intact(thread, config, now, room, context_only=config.mode == "background")
     outcomes: list[FoldOutcome] = []
     entries = loaded.entries
     if config.mode == "inline" and not config.budget_driven:
@@ -319,6 +325,12 @@ def recall(
         kept = filter_by_decay(entries, now, config.decay)
         decayed, entries = len(entries) - len(kept), kept
     picked = pick_by_budget(entries, budget_tokens, config)
+    if loaded.short and picked_the_oldest_turn(entries, picked.entries):
+        # The budget stage went through a short load (`load_context`) without reaching
+        # its limit, so an older turn might still have fit: pick from the full load.
+        loaded = load_intact(thread, config, now, room)
+        entries = loaded.entries
+        picked = pick_by_budget(entries, budget_tokens, config)
     omitted, omitted_reason = picked.omitted + decayed, picked.omitted_reason
     if decayed and omitted_reason is None:
         omitted_reason = DECAYED
@@ -357,15 +369,19 @@ def recall(
     )
 
 
-def load_intact(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:
+def load_intact(
+    thread: Thread, config: RecallConfig, now: datetime, room: int, *, context_only: bool = False
+) -> Loaded:
     """The load stage, with every loaded summary checked against its signature and its
-    expiry.
+    expiry. ``context_only``: the recall folds nothing, so only what the budget stage
+    could pick is read (`load_context`).
 
     An edited summary is neither recalled nor folded into a new one (which would sign
     its text anew), and an expired one stands for something that is gone: either is
     retired and the load repeated, so what it hid comes back verbatim in this very call.
     """
-    loaded = load_visible(thread, config, now, room)
+    load = load_context if context_only else load_visible
+    loaded = load(thread, config, now, room)
     summaries = [entry for entry in loaded.entries if entry.is_summary]
     # One read for the coverage rows every current signature covers.
     sources = sources_by_summary(s for s in summaries if not is_legacy(s.coverage.signature))
@@ -375,7 +391,7 @@ def load_intact(thread: Thread, config: RecallConfig, now: datetime, room: int) 
     if loaded.expired_summaries:
         retire_expired(thread, now)
     if tampered or loaded.expired_summaries:
-        loaded = load_visible(thread, config, now, room)
+        loaded = load(thread, config, now, room)
     return loaded
 
 

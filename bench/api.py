@@ -1,20 +1,32 @@
-"""The REST API under load: appends per second and recall latency, over real HTTP.
+"""The REST API's request path: this tree against a baseline revision, in one run.
 
-The example project on PostgreSQL (database ``agentmemory_bench_api``, created and
-dropped here), served by gunicorn with 2 sync workers on 127.0.0.1; a thread pool of
-``requests`` sessions on the same machine drives it, every phase bounded in requests
-and in seconds. Phases:
+Each target is the example project at some revision, on PostgreSQL (a scratch database
+per target, created and dropped here), served by gunicorn (2 sync workers) on
+127.0.0.1, in background recall mode with a real Redis broker that no worker reads
+(so a fold is requested but never run: only the request path is measured). A pool
+of ``requests`` sessions on the same machine drives it. Targets:
 
-1. single appends: one message a request, each client writing its own thread;
-2. batch appends: 50 messages a request into ONE thread, until it holds 10,000
-   entries (appends to one thread queue on its row lock, by design);
-3. recall on that thread, background mode (load, budget, format: the read path);
-4. recall on that thread, inline mode (the summarize stage runs: each call may fold).
+- ``baseline``: ``--baseline`` (a git revision), as that revision's example project
+  configures it;
+- ``this tree``: the checkout, as its example project configures it;
+- ``this tree, CONN_MAX_AGE=0``: the same, opening a database connection per request,
+  to price the connection (the 8-client phases only).
 
-Prints a Markdown table with the machine and the versions. Needs ``pip install
--e '.[bench]'`` (gunicorn, requests) and a reachable PostgreSQL (``PG*`` variables)::
+Phases per target, each bounded in requests and seconds: single appends (one message
+a request, each client on its own thread) for 1, 8 and 32 clients; batch appends
+filling one thread to 10,000 entries; background-mode recalls of that thread for 1, 8
+and 32 clients; an oversized batch (150,000 items, about 2.4 MB) that must be refused.
+For every phase: requests/s, p50/p95, and the CPU per request of the app (gunicorn's
+processes) and of the database (this database's backends, plus exited backends as
+the postmaster reaps them), and database connections opened per request.
 
-    .venv/bin/python bench/api.py [--clients 8] [--seconds 25]
+    .venv/bin/python bench/api.py [--baseline REV] [--seconds 8] [--write docs/benchmarks.md]
+
+``--write`` replaces the section between the API markers of that page (``bench/run.py``
+keeps the section when it rewrites the page) and saves the figures in
+artifacts/api.json. Needs ``pip install -e '.[bench]'`` (gunicorn, requests), a
+reachable PostgreSQL (``PG*`` variables) and Redis (``BENCH_REDIS``, default
+redis://127.0.0.1:6379/9, flushed).
 """
 
 from __future__ import annotations
@@ -26,11 +38,14 @@ import signal
 import socket
 import subprocess
 import sys
+import tarfile
+import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -39,58 +54,123 @@ sys.path.insert(0, str(ROOT))
 
 from bench.common import machine, median, number, percentile, postgres_admin, table  # noqa: E402
 
-DATABASE = "agentmemory_bench_api"
-BATCH = 50
+BATCH = 40  # ten whole turns: batches may land out of order, a tool pair never spans two
 THREAD_ENTRIES = 10_000
+OVERSIZED_ITEMS = 150_000
+CLIENTS = (1, 8, 32)
+TICK = os.sysconf("SC_CLK_TCK")
+MARK_START = "<!-- bench/api.py: start -->"
+MARK_END = "<!-- bench/api.py: end -->"
+RAW = ROOT / "artifacts" / "api.json"
+
+
+# ---------------------------------------------------------------- CPU accounting
+
+
+def _stat(pid: int) -> list[str]:
+    """Fields of /proc/<pid>/stat after the command name (so index 11 is utime)."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.rindex(")") + 2:].split()
+
+
+def _cpu(pid: int, *, children: bool = False) -> float:
+    """CPU seconds of a process (and of its reaped children)."""
+    try:
+        fields = _stat(pid)
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    ticks = int(fields[11]) + int(fields[12])
+    if children:
+        ticks += int(fields[13]) + int(fields[14])
+    return ticks / TICK
+
+
+def _pids() -> Iterator[tuple[int, int, str]]:
+    """(pid, parent pid, command line) of every process."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            parent = int(_stat(int(entry.name))[1])
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except (FileNotFoundError, ProcessLookupError, IndexError):
+            continue
+        yield int(entry.name), parent, command
+
+
+@dataclass
+class CpuMeter:
+    """CPU seconds used so far by the app server and by one database."""
+
+    server_pid: int
+    database: str
+    postmaster: int = 0
+
+    def __post_init__(self) -> None:
+        for pid, _parent, command in _pids():
+            if "postgres" in command and " -D " in command:
+                self.postmaster = pid
+
+    def read(self) -> tuple[float, float]:
+        app = _cpu(self.server_pid, children=True)
+        db = _cpu(self.postmaster, children=True) if self.postmaster else 0.0
+        for pid, parent, command in _pids():
+            if parent == self.server_pid:
+                app += _cpu(pid)
+            elif parent == self.postmaster and f" {self.database} " in command:
+                db += _cpu(pid)
+        return app, db
+
+
+def sessions(database: str) -> int:
+    """Connections ever opened to a database (pg_stat_database.sessions)."""
+    with postgres_admin() as admin:
+        row = admin.execute("SELECT sessions FROM pg_stat_database WHERE datname = %s",
+                            [database]).fetchone()
+    return int(row[0]) if row else 0
+
+
+# ---------------------------------------------------------------- load
 
 
 @dataclass
 class Phase:
     name: str
+    clients: int
     requests: int = 0
     entries: int = 0
     seconds: float = 0.0
     latencies: list[float] = field(default_factory=list)
     statuses: Counter[int] = field(default_factory=Counter)
+    app_cpu: float = 0.0
+    db_cpu: float = 0.0
+    connections: int = 0
 
-    def row(self, clients: int) -> list[str]:
-        ms = [latency * 1000 for latency in self.latencies]
-        return [
-            self.name,
-            str(clients),
-            number(self.requests),
-            number(self.entries) if self.entries else "—",
-            number(self.seconds, 1),
-            number(self.requests / self.seconds, 1),
-            number(self.entries / self.seconds) if self.entries else "—",
-            number(median(ms), 1),
-            number(percentile(ms, 0.95), 1),
-        ]
+    @property
+    def rate(self) -> float:
+        return self.requests / self.seconds if self.seconds else 0.0
 
+    def ms(self, fraction: float) -> float:
+        values = [latency * 1000 for latency in self.latencies]
+        return median(values) if fraction == 0.5 else percentile(values, fraction)
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    def per_request(self, value: float) -> float:
+        return value / self.requests if self.requests else 0.0
 
 
 def drive(
-    phase: Phase,
-    work: Callable[[Any, int], tuple[int, int]],
-    *,
-    clients: int,
-    limit: int,
-    seconds: float,
+    phase: Phase, work: Callable[[Any, int, int], tuple[int, int]], *, limit: int,
+    seconds: float, meter: CpuMeter,
 ) -> Phase:
-    """Run ``work(session, n)`` for n = 0.. on ``clients`` threads until ``limit`` calls
-    or ``seconds`` have passed; ``work`` returns (status, entries written)."""
+    """Run ``work(session, client, n)`` for n = 0.. on ``phase.clients`` threads until
+    ``limit`` calls or ``seconds`` have passed; ``work`` returns (status, entries)."""
     import requests
 
     lock = threading.Lock()
     next_call = [0]
     deadline = time.monotonic() + seconds
 
-    def client() -> None:
+    def client(number: int) -> None:
         session = requests.Session()
         session.trust_env = False  # loopback only: no proxy from the environment
         while time.monotonic() < deadline:
@@ -100,7 +180,7 @@ def drive(
                     return
                 next_call[0] += 1
             started = time.perf_counter()
-            status, written = work(session, n)
+            status, written = work(session, number, n)
             elapsed = time.perf_counter() - started
             with lock:
                 phase.requests += 1
@@ -109,17 +189,22 @@ def drive(
                 if 200 <= status < 300:
                     phase.entries += written
 
+    app_before, db_before = meter.read()
+    connections_before = sessions(meter.database)
     started = time.perf_counter()
-    pool = [threading.Thread(target=client) for _ in range(clients)]
+    pool = [threading.Thread(target=client, args=(n,)) for n in range(phase.clients)]
     for thread in pool:
         thread.start()
     for thread in pool:
         thread.join()
     phase.seconds = time.perf_counter() - started
+    app_after, db_after = meter.read()
+    phase.app_cpu, phase.db_cpu = app_after - app_before, db_after - db_before
+    phase.connections = sessions(meter.database) - connections_before
     return phase
 
 
-def message(n: int) -> list[dict[str, Any]]:
+def turn(n: int) -> list[dict[str, Any]]:
     """Turn ``n`` as four messages: the ask, a tool call, its result, the answer."""
     call = f"call-{n}"
     return [
@@ -134,170 +219,160 @@ def message(n: int) -> list[dict[str, Any]]:
     ]
 
 
-def manage(env: dict[str, str], *args: str) -> str:
+def chat(n: int) -> dict[str, Any]:
+    """A single plain message (no tool call to pair across requests)."""
+    role = "user" if n % 2 == 0 else "assistant"
+    return {"role": role, "content": f"Message {n}: where is order {n}? It was placed "
+            "last week and the parcel never arrived; please check the carrier as well."}
+
+
+# ---------------------------------------------------------------- one target
+
+
+@dataclass
+class Target:
+    label: str
+    root: Path
+    database: str
+    env: dict[str, str] = field(default_factory=dict)
+    clients: tuple[int, ...] = CLIENTS
+    fill: bool = True  # False: reuse the previous target's database as it is
+
+
+def manage(root: Path, env: dict[str, str], *args: str) -> str:
     """The last line a management command printed (``shell`` prints a banner first)."""
-    result = subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env,
+    result = subprocess.run([sys.executable, "manage.py", *args], cwd=root, env=env,
                             check=True, capture_output=True, text=True)
     lines = result.stdout.strip().splitlines()
     return lines[-1] if lines else ""
 
 
-def versions(env: dict[str, str]) -> dict[str, str]:
-    code = (
-        "import django, rest_framework, psycopg, gunicorn, requests, agentmemory\n"
-        "from django.db import connection\n"
-        "with connection.cursor() as c:\n"
-        "    c.execute('SHOW server_version'); pg = c.fetchone()[0].split()[0]\n"
-        "import json\n"
-        "print(json.dumps({'agentmemory': agentmemory.__version__, 'Django': django.__version__,\n"
-        "       'DRF': rest_framework.VERSION, 'psycopg': psycopg.__version__,\n"
-        "       'gunicorn': gunicorn.__version__, 'requests': requests.__version__,\n"
-        "       'PostgreSQL': pg}))\n"
-    )
-    return dict(json.loads(manage(env, "shell", "-c", code)))
-
-
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--clients", type=int, default=8, help="client threads (default 8)")
-    parser.add_argument("--seconds", type=float, default=25.0,
-                        help="time bound of each phase (default 25)")
-    parser.add_argument("--singles", type=int, default=3000, help="single appends at most")
-    parser.add_argument("--recalls", type=int, default=600, help="recalls per mode at most")
-    args = parser.parse_args()
-    try:
-        import gunicorn  # noqa: F401
-        import requests  # noqa: F401
-    except ImportError as exc:
-        raise SystemExit(f"{exc.name} is missing: pip install -e '.[bench]'") from exc
-
-    load_before = os.getloadavg()[0]
-    with postgres_admin() as admin:
-        admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}"')
-        admin.execute(f'CREATE DATABASE "{DATABASE}"')
+def target_env(target: Target, broker: str) -> dict[str, str]:
     env = {
         **os.environ,
         "DJANGO_SETTINGS_MODULE": "example_project.settings",
         "AGENTMEMORY_DB": "postgres",
-        "PGDATABASE": DATABASE,
+        "PGDATABASE": target.database,
         "DJANGO_DEBUG": "0",
-        "CELERY_BROKER_URL": "",
-        "AGENTMEMORY_RECALL_MODE": "inline",
-        "PYTHONPATH": str(ROOT),
+        "CELERY_BROKER_URL": broker,
+        "AGENTMEMORY_RECALL_MODE": "background",
+        "PYTHONPATH": str(target.root),
+        **target.env,
     }
     env.pop("AGENTMEMORY_OPENAI_MODEL", None)  # the offline summarizer: no network
-    server: subprocess.Popen[bytes] | None = None
+    return env
+
+
+@contextmanager
+def served(target: Target, env: dict[str, str]) -> Iterator[subprocess.Popen[bytes]]:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = int(probe.getsockname()[1])
+    server = subprocess.Popen(
+        [str(Path(sys.executable).with_name("gunicorn")), "example_project.wsgi:application",
+         "--bind", f"127.0.0.1:{port}", "--workers", "2", "--worker-class", "sync",
+         "--timeout", "60", "--backlog", "256", "--log-level", "warning"],
+        cwd=target.root, env=env, start_new_session=True,
+    )
+    server.port = port  # type: ignore[attr-defined]
     try:
-        manage(env, "migrate", "--noinput", "-v", "0")
-        token = manage(env, "shell", "-c", (
-            "from django.contrib.auth import get_user_model\n"
-            "from rest_framework.authtoken.models import Token\n"
-            "user = get_user_model().objects.create_user('bench')\n"
-            "print(Token.objects.create(user=user).key)\n"
-        )).strip()
-        stack = versions(env)
-        port = free_port()
-        server = subprocess.Popen(
-            [str(Path(sys.executable).with_name("gunicorn")), "example_project.wsgi:application",
-             "--bind", f"127.0.0.1:{port}", "--workers", "2", "--worker-class", "sync",
-             "--timeout", "60", "--log-level", "warning"],
-            cwd=ROOT, env=env, start_new_session=True,
-        )
-        base = f"http://127.0.0.1:{port}/api/memory/"
-        headers = {"Authorization": f"Token {token}"}
-        wait_until_up(base, headers, server)
-
-        def post(session: Any, path: str, body: Any) -> Any:
-            return session.post(base + path, json=body, headers=headers, timeout=60)
-
-        def create_thread(session: Any, title: str) -> int:
-            response = post(session, "threads/", {"title": title})
-            response.raise_for_status()
-            return int(response.json()["id"])
-
-        import requests
-
-        setup = requests.Session()
-        setup.trust_env = False
-        for _ in range(10):  # warm both workers: imports, the token counter, connections
-            setup.get(base + "threads/", headers=headers, timeout=30).raise_for_status()
-        own = [create_thread(setup, f"client {n}") for n in range(args.clients)]
-        big = create_thread(setup, "10,000 entries")
-        singles: list[dict[str, Any]] = [m for n in range(1, 101) for m in message(n)]
-        assigned: dict[int, int] = {}
-        assigning = threading.Lock()
-
-        def single(session: Any, n: int) -> tuple[int, int]:
-            with assigning:  # each client writes its own conversation
-                thread = assigned.setdefault(id(session), own[len(assigned) % len(own)])
-            response = post(session, f"threads/{thread}/entries/", singles[n % len(singles)])
-            return response.status_code, 1
-
-        batches: list[list[dict[str, Any]]] = []
-        turns = [m for n in range(1, THREAD_ENTRIES // 4 + 1) for m in message(n)]
-        for start in range(0, THREAD_ENTRIES, BATCH):
-            batches.append(turns[start:start + BATCH])
-
-        def batch(session: Any, n: int) -> tuple[int, int]:
-            response = post(session, f"threads/{big}/entries/", {"entries": batches[n]})
-            return response.status_code, len(batches[n])
-
-        def recall(mode: str) -> Callable[[Any, int], tuple[int, int]]:
-            def call(session: Any, n: int) -> tuple[int, int]:
-                response = post(session, f"threads/{big}/recall/",
-                                {"budget_tokens": 4000, "mode": mode})
-                return response.status_code, 0
-            return call
-
-        phases = [
-            drive(Phase("append, 1 message per request (a thread per client)"), single,
-                  clients=args.clients, limit=args.singles, seconds=args.seconds),
-            drive(Phase(f"append, batches of {BATCH} (one thread, to 10,000 entries)"), batch,
-                  clients=args.clients, limit=len(batches), seconds=max(args.seconds, 90)),
-        ]
-        stored = setup.get(base + f"threads/{big}/entries/?page_size=1", headers=headers,
-                           timeout=30).json()["count"]
-        phases += [
-            drive(Phase(f"recall, background mode ({stored:,}-entry thread)"),
-                  recall("background"), clients=2, limit=args.recalls, seconds=args.seconds),
-            drive(Phase(f"recall, inline mode: may fold ({stored:,}-entry thread)"),
-                  recall("inline"), clients=2, limit=args.recalls, seconds=args.seconds),
-        ]
+        yield server
     finally:
-        if server is not None and server.poll() is None:
+        if server.poll() is None:
             os.killpg(server.pid, signal.SIGTERM)
             try:
                 server.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 os.killpg(server.pid, signal.SIGKILL)
-        with postgres_admin() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{DATABASE}" WITH (FORCE)')
 
-    host = machine()
-    print("## REST API throughput and latency\n")
-    print(f"Machine: {host['nproc']} CPUs (nproc), {host['cpu']}, {host['memory']}, "
-          f"{host['os']}, Python {host['python']}.  ")
-    print("Versions: " + ", ".join(f"{name} {version}" for name, version in stack.items())
-          + ".  ")
-    print("Server: example project, gunicorn 2 sync workers, DEBUG off, offline summarizer, "
-          "token auth; client: requests on the same machine (loopback). Load average "
-          f"(1 min) before the run: {load_before:.2f}; after: {os.getloadavg()[0]:.2f}.\n")
-    print(table(
-        ["phase", "clients", "requests", "entries", "seconds", "requests/s", "entries/s",
-         "p50 ms", "p95 ms"],
-        [phase.row(2 if phase.name.startswith("recall") else args.clients)
-         for phase in phases],
-    ))
-    failed = {phase.name: dict(phase.statuses) for phase in phases
-              if set(phase.statuses) - {200, 201}}
-    if failed:
-        print(f"\nnon-2xx answers: {failed}")
-        return 1
-    if stored != THREAD_ENTRIES:
-        print(f"\nthe recall thread holds {stored} entries, not {THREAD_ENTRIES}: raise "
-              "--seconds so the batch phase can finish")
-        return 1
-    return 0
+
+def measure(target: Target, args: argparse.Namespace, state: dict[str, Any]) -> list[Phase]:
+    """Every phase against one target; ``state`` carries the token and thread ids to a
+    target that reuses the database."""
+    import requests
+
+    env = target_env(target, args.broker)
+    if target.fill:
+        with postgres_admin() as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{target.database}" WITH (FORCE)')
+            admin.execute(f'CREATE DATABASE "{target.database}"')
+        manage(target.root, env, "migrate", "--noinput", "-v", "0")
+        state["token"] = manage(target.root, env, "shell", "-c", (
+            "from django.contrib.auth import get_user_model\n"
+            "from rest_framework.authtoken.models import Token\n"
+            "user = get_user_model().objects.create_user('bench')\n"
+            "print(Token.objects.create(user=user).key)\n"
+        )).strip()
+    headers = {"Authorization": f"Token {state['token']}"}
+    phases: list[Phase] = []
+    with served(target, env) as server:
+        base = f"http://127.0.0.1:{server.port}/api/memory/"  # type: ignore[attr-defined]
+        wait_until_up(base, headers, server)
+        meter = CpuMeter(server.pid, target.database)
+        setup = requests.Session()
+        setup.trust_env = False
+        for _ in range(20):  # warm both workers: imports, the token counter, connections
+            setup.get(base + "threads/", headers=headers, timeout=30).raise_for_status()
+
+        def post(session: Any, path: str, body: Any) -> Any:
+            return session.post(base + path, json=body, headers=headers, timeout=120)
+
+        def create_thread(title: str) -> int:
+            response = post(setup, "threads/", {"title": title})
+            response.raise_for_status()
+            return int(response.json()["id"])
+
+        if target.fill:
+            state["own"] = [create_thread(f"client {n}") for n in range(max(CLIENTS))]
+            state["big"] = create_thread("10,000 entries")
+        own, big = state["own"], state["big"]
+        counter = state.setdefault("sent", Counter())
+
+        def single(session: Any, client: int, n: int) -> tuple[int, int]:
+            thread = own[client]
+            counter[thread] += 1
+            response = post(session, f"threads/{thread}/entries/", chat(counter[thread]))
+            return response.status_code, 1
+
+        def recall(session: Any, client: int, n: int) -> tuple[int, int]:
+            response = post(session, f"threads/{big}/recall/",
+                            {"budget_tokens": 4000, "mode": "background"})
+            return response.status_code, 0
+
+        for clients in target.clients:
+            phases.append(drive(Phase("single appends", clients), single,
+                                limit=args.singles, seconds=args.seconds, meter=meter))
+        if target.fill:
+            turns = [m for n in range(1, THREAD_ENTRIES // 4 + 1) for m in turn(n)]
+            batches = [turns[at:at + BATCH] for at in range(0, THREAD_ENTRIES, BATCH)]
+
+            def batch(session: Any, client: int, n: int) -> tuple[int, int]:
+                response = post(session, f"threads/{big}/entries/", {"entries": batches[n]})
+                return response.status_code, len(batches[n])
+
+            phases.append(drive(Phase(f"batch appends ({BATCH} a request)", 8), batch,
+                                limit=len(batches), seconds=300, meter=meter))
+            stored = setup.get(base + f"threads/{big}/entries/?page_size=1", headers=headers,
+                               timeout=30).json()["count"]
+            if stored != THREAD_ENTRIES:
+                raise SystemExit(f"the recall thread holds {stored} entries, not "
+                                 f"{THREAD_ENTRIES}")
+        for clients in target.clients:
+            phases.append(drive(Phase("background recalls (10,000 entries)", clients), recall,
+                                limit=args.recalls, seconds=args.seconds, meter=meter))
+        if target.fill:
+            body = json.dumps({"entries": [{"role": "user"}] * OVERSIZED_ITEMS}).encode()
+
+            def oversized(session: Any, client: int, n: int) -> tuple[int, int]:
+                response = session.post(base + f"threads/{own[0]}/entries/", data=body,
+                                        headers={**headers, "Content-Type": "application/json"},
+                                        timeout=120)
+                return response.status_code, 0
+
+            phase = drive(Phase(f"oversized batch ({len(body) / 1e6:.1f} MB, refused)", 1),
+                          oversized, limit=5, seconds=60, meter=meter)
+            phases.append(phase)
+    return phases
 
 
 def wait_until_up(base: str, headers: dict[str, str], server: subprocess.Popen[bytes]) -> None:
@@ -314,6 +389,200 @@ def wait_until_up(base: str, headers: dict[str, str], server: subprocess.Popen[b
         except requests.RequestException:
             time.sleep(0.3)
     raise SystemExit("gunicorn did not answer within 60s")
+
+
+@contextmanager
+def checkout(revision: str) -> Iterator[Path]:
+    """The tree at a git revision, unpacked in a temporary directory."""
+    with tempfile.TemporaryDirectory(prefix="agentmemory-baseline-") as scratch:
+        archive = Path(scratch) / "tree.tar"
+        subprocess.run(["git", "archive", "--format=tar", "-o", str(archive), revision],
+                       cwd=ROOT, check=True)
+        with tarfile.open(archive) as tar:
+            tar.extractall(scratch, filter="data")
+        yield Path(scratch)
+
+
+def revision(ref: str) -> str:
+    return subprocess.run(["git", "rev-parse", "--short", ref], cwd=ROOT, check=True,
+                          capture_output=True, text=True).stdout.strip()
+
+
+# ---------------------------------------------------------------- report
+
+
+def results(args: argparse.Namespace) -> dict[str, Any]:
+    import redis
+
+    load_before = os.getloadavg()[0]
+    redis.Redis.from_url(args.broker).flushdb()
+    base_rev, head_rev = revision(args.baseline), revision("HEAD")
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT,
+                           capture_output=True, text=True).stdout.strip()
+    runs: dict[str, list[dict[str, Any]]] = {}
+    with checkout(args.baseline) as old:
+        targets = [
+            Target(f"baseline {base_rev}", old, "agentmemory_bench_api_base"),
+            Target(f"this tree ({head_rev}{'+' if dirty else ''})", ROOT,
+                   "agentmemory_bench_api"),
+            Target("this tree, CONN_MAX_AGE=0", ROOT, "agentmemory_bench_api",
+                   env={"DJANGO_CONN_MAX_AGE": "0"}, clients=(8,), fill=False),
+        ]
+        state: dict[str, Any] = {}
+        try:
+            for target in targets:
+                print(f"[bench/api] {target.label}", file=sys.stderr, flush=True)
+                if target.fill:
+                    state = {}
+                phases = measure(target, args, state)
+                runs[target.label] = [
+                    {**{k: v for k, v in asdict(p).items() if k not in ("latencies", "statuses")},
+                     "statuses": {str(k): v for k, v in p.statuses.items()},
+                     "rate": p.rate, "p50_ms": p.ms(0.5), "p95_ms": p.ms(0.95)}
+                    for p in phases
+                ]
+                redis.Redis.from_url(args.broker).flushdb()
+        finally:
+            with postgres_admin() as admin:
+                for target in targets:
+                    admin.execute(f'DROP DATABASE IF EXISTS "{target.database}" WITH (FORCE)')
+    return {"machine": machine(), "runs": runs, "baseline": base_rev, "head": head_rev,
+            "load_before": load_before, "load_after": os.getloadavg()[0],
+            "seconds": args.seconds}
+
+
+def find(run: list[dict[str, Any]], name: str, clients: int) -> dict[str, Any] | None:
+    return next((p for p in run if p["name"].startswith(name) and p["clients"] == clients),
+                None)
+
+
+def section(data: dict[str, Any]) -> str:
+    runs = data["runs"]
+    labels = list(runs)
+    base, head, no_pool = labels[0], labels[1], labels[2] if len(labels) > 2 else None
+    m = data["machine"]
+    rows = []
+    for label in labels:
+        for p in runs[label]:
+            def per(seconds: float, p: dict[str, Any] = p) -> float:
+                return seconds / p["requests"] * 1000 if p["requests"] else 0.0
+
+            rows.append([
+                label, p["name"], str(p["clients"]), number(p["requests"]),
+                number(p["rate"], 1), number(p["p50_ms"], 1), number(p["p95_ms"], 1),
+                number(per(p["app_cpu"]), 2), number(per(p["db_cpu"]), 2),
+                number(p["connections"] / p["requests"] if p["requests"] else 0, 2),
+            ])
+    ratios = []
+    for name in ("single appends", "background recalls"):
+        for clients in CLIENTS:
+            old, new = find(runs[base], name, clients), find(runs[head], name, clients)
+            if old and new and old["rate"]:
+                ratios.append([name, str(clients), f"{new['rate'] / old['rate']:.2f}x",
+                               f"{old['p50_ms'] / new['p50_ms']:.2f}x" if new["p50_ms"] else "—",
+                               f"{old['p95_ms'] / new['p95_ms']:.2f}x" if new["p95_ms"] else "—"])
+    lines = [
+        MARK_START,
+        "## The REST API's request path",
+        "",
+        "`bench/api.py`: the example project on PostgreSQL under gunicorn (2 sync workers), "
+        "background recall mode with a Redis broker no worker reads (a fold is requested, "
+        "never run), token authentication, receipts on; clients are `requests` sessions on "
+        f"the same machine. Baseline: revision {data['baseline']}, run in the same session "
+        f"as this tree. Machine: {m['nproc']} CPUs, {m['cpu']}, {m['memory']}. Load average "
+        f"before: {data['load_before']:.2f}, after: {data['load_after']:.2f}. Each phase "
+        f"is bounded at {data['seconds']:.0f} s.",
+        "",
+        "This tree against the baseline (ratios of the same run; above 1 is better):",
+        "",
+        table(["phase", "clients", "requests/s", "p50", "p95"], ratios),
+        "",
+        "Every phase: CPU per request is the app's (gunicorn's processes) and the "
+        "database's (this database's backends, and exited ones as the postmaster reaps "
+        "them), in milliseconds; connections are database sessions opened per request.",
+        "",
+        table(["target", "phase", "clients", "requests", "requests/s", "p50 ms", "p95 ms",
+               "app CPU ms", "db CPU ms", "connections"], rows),
+    ]
+    if no_pool:
+        pooled = find(runs[head], "single appends", 8), find(runs[head], "background", 8)
+        fresh = find(runs[no_pool], "single appends", 8), find(runs[no_pool], "background", 8)
+        parts = []
+        for name, with_pool, without in zip(("an append", "a recall"), pooled, fresh,
+                                            strict=True):
+            if with_pool and without and with_pool["requests"] and without["requests"]:
+                app = (without["app_cpu"] / without["requests"]
+                       - with_pool["app_cpu"] / with_pool["requests"]) * 1000
+                db = (without["db_cpu"] / without["requests"]
+                      - with_pool["db_cpu"] / with_pool["requests"]) * 1000
+                parts.append(f"{name} {app:.2f} ms of app CPU and {db:.2f} ms of database "
+                             f"CPU ({with_pool['rate'] / without['rate']:.2f}x the requests/s)")
+        lines += [
+            "",
+            "The connection's share (this tree with `CONN_MAX_AGE=0` against the example "
+            "project's `CONN_MAX_AGE=60`, 8 clients): opening a connection per request "
+            "costs " + "; ".join(parts) + ".",
+        ]
+    failed = {label: {p["name"] + f" x{p['clients']}": p["statuses"] for p in run
+                      if set(p["statuses"]) - {"200", "201", "413"}}
+              for label, run in runs.items()}
+    failed = {label: phases for label, phases in failed.items() if phases}
+    refused = [(label, find(run, "oversized", 1), find(run, "single appends", 1))
+               for label, run in runs.items()]
+    for label, big, small in refused:
+        if big and small and small["p50_ms"]:
+            lines += ["", f"{label}: the oversized batch was answered "
+                      f"{', '.join(sorted(big['statuses']))} in {big['p50_ms']:.1f} ms (median), "
+                      f"{big['p50_ms'] / small['p50_ms']:.1f}x a single append's median."]
+    if failed:
+        lines += ["", f"Unexpected answers: {failed}"]
+    lines.append(MARK_END)
+    return "\n".join(lines)
+
+
+def write(page: Path, block: str) -> None:
+    text = page.read_text()
+    if MARK_START in text:
+        before, rest = text.split(MARK_START, 1)
+        after = rest.split(MARK_END, 1)[1]
+        text = before + block + after
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    page.write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--baseline", default="83c5202",
+                        help="git revision to compare with (default: main before the "
+                             "request-path work)")
+    parser.add_argument("--seconds", type=float, default=8.0, help="bound of each phase")
+    parser.add_argument("--singles", type=int, default=4000, help="single appends at most")
+    parser.add_argument("--recalls", type=int, default=2000, help="recalls at most")
+    parser.add_argument("--broker", default=os.environ.get("BENCH_REDIS",
+                                                           "redis://127.0.0.1:6379/9"))
+    parser.add_argument("--write", metavar="PAGE", help="replace the API section of PAGE")
+    parser.add_argument("--render-only", action="store_true",
+                        help=f"render from {RAW.relative_to(ROOT)}, measure nothing")
+    args = parser.parse_args()
+    try:
+        import gunicorn  # noqa: F401
+        import requests  # noqa: F401
+    except ImportError as exc:
+        raise SystemExit(f"{exc.name} is missing: pip install -e '.[bench]'") from exc
+    if args.render_only:
+        data = json.loads(RAW.read_text())
+    else:
+        data = results(args)
+        RAW.parent.mkdir(exist_ok=True)
+        RAW.write_text(json.dumps(data, indent=1))
+    block = section(data)
+    if args.write:
+        write(Path(args.write), block)
+        print(f"[bench/api] wrote {args.write}", file=sys.stderr)
+    else:
+        print(block)
+    return 0
 
 
 if __name__ == "__main__":

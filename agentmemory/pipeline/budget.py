@@ -76,6 +76,14 @@ def pick_by_budget(
     return _picked(picked, entries, grouped.unpaired, limited_by)
 
 
+def picked_the_oldest_turn(entries: list[MemoryEntry], picked: list[MemoryEntry]) -> bool:
+    """Did the budget stage take the oldest whole turn of ``entries`` (or find none)? If
+    so it stopped for want of entries, not of room: given older ones, it might have
+    taken more."""
+    turns = [block for block in blocks_of(entries).blocks if not block.is_summary]
+    return not turns or turns[0].entries[0].pk in {entry.pk for entry in picked}
+
+
 def _picked(
     picked: list[MemoryEntry],
     entries: list[MemoryEntry],
@@ -87,4 +95,4 @@ def _picked(
     return Picked(picked, None, omitted, reason if omitted else None)
 
 
-__all__ = ["Block", "Picked", "context_room", "pick_by_budget"]
+__all__ = ["Block", "Picked", "context_room", "pick_by_budget", "picked_the_oldest_turn"]

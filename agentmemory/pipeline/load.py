@@ -37,6 +37,8 @@ class Loaded:
     entries: list[MemoryEntry]
     complete: bool
     expired_summaries: bool = False
+    #: `load_context` stopped at the room: the budget stage may need the full load.
+    short: bool = False
 
 
 def row_cap(config: RecallConfig, room: int) -> int:
@@ -58,9 +60,11 @@ def _candidates(thread: Thread, config: RecallConfig, now: datetime) -> MemoryEn
     return rows.select_related("coverage")
 
 
-def _split(rows: list[MemoryEntry], now: datetime, complete: bool) -> Loaded:
+def _split(
+    rows: list[MemoryEntry], now: datetime, complete: bool, *, short: bool = False
+) -> Loaded:
     expired = any(row.is_summary and row.expires_at and row.expires_at <= now for row in rows)
-    return Loaded(entries=rows, complete=complete, expired_summaries=expired)
+    return Loaded(entries=rows, complete=complete, expired_summaries=expired, short=short)
 
 
 def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:
@@ -69,6 +73,45 @@ def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int)
     rows = list(_candidates(thread, config, now).newest_first()[:cap])
     rows.reverse()
     return _split(rows, now, complete=len(rows) < cap)
+
+
+def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:
+    """`load_visible` for a recall that folds nothing and decays nothing: only what the
+    budget stage could pick, not the whole row cap.
+
+    The budget stage takes the newest turn, then summaries (any age), then the newest
+    turns back to the first that does not fit, so rows older than the newest ``room``
+    tokens are rarely picked, a summary excepted. This reads pages of the newest rows
+    until they hold more than ``room``, then the visible summaries older than them: on
+    a long unfolded thread a few hundred rows instead of ``room // 2``. The recall
+    checks the rare case (`picked_the_oldest_turn`) and loads in full then. The entries
+    are oldest first; ``complete`` is False when anything visible was left unread."""
+    if config.load_count is not None or config.decay is not None:
+        return load_visible(thread, config, now, room)
+    cap = row_cap(config, room)
+    candidates = _candidates(thread, config, now).newest_first()
+    rows: list[MemoryEntry] = []
+    held = 0
+    page = min(cap, max(64, room // 8 + 1))  # one page when rows average 8 tokens or more
+    while True:
+        fetched = list(candidates[len(rows) : len(rows) + page])
+        rows.extend(fetched)
+        held += sum(map(entry_cost, fetched))
+        if len(fetched) < page:
+            rows.reverse()
+            return _split(rows, now, complete=True)
+        if held > room or len(rows) >= cap:
+            break
+        page = min(page * 2, cap - len(rows))
+    oldest = rows[-1]
+    older_summaries = list(
+        candidates.filter(kind=EntryKind.SUMMARY).filter(
+            Q(position__lt=oldest.position) | Q(position=oldest.position, id__lt=oldest.pk)
+        )
+    )
+    rows.extend(older_summaries)
+    rows.reverse()
+    return _split(rows, now, complete=False, short=True)
 
 
 def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int) -> Loaded:

@@ -1,0 +1,156 @@
+"""A background recall reads only what the budget stage could pick, and picks the same.
+
+`load_context` stops reading newest rows once they hold more than the room, then reads
+the older visible summaries; the recall falls back on the full load when the budget
+stage used up that short load (`picked_the_oldest_turn`). The claim: the context is
+the one the full load (`load_visible`, the row cap) gives, whatever the thread. Over
+random threads (long and short messages, tool calls, summaries from inline folds at
+random budgets, tool results orphaned by erasing their call) and random budgets, each
+background recall is compared with the same recall made on the full load.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentmemory import services
+from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.pipeline import load
+from tests.test_recall_contract import turns
+
+pytestmark = pytest.mark.django_db
+
+
+def context(result: services.RecallResult) -> tuple[Any, ...]:
+    return (result.messages, result.text, result.tokens, result.omitted,
+            result.omitted_reason, result.budget_decline, result.summaries_used)
+
+
+def background_recall_both_ways(
+    thread: Thread, budget: int, monkeypatch: pytest.MonkeyPatch
+) -> tuple[services.RecallResult, services.RecallResult, int]:
+    """(short load, full load, rows the short load read)."""
+    read: list[int] = []
+    short_load = load.load_context
+
+    def counting(*args: Any, **kwargs: Any) -> load.Loaded:
+        loaded = short_load(*args, **kwargs)
+        read.append(len(loaded.entries))
+        return loaded
+
+    with monkeypatch.context() as patch:
+        patch.setattr(services, "load_context", counting)
+        short = services.recall(thread, budget, mode="background")
+    with monkeypatch.context() as patch:
+        patch.setattr(services, "load_context", load.load_visible)
+        full = services.recall(thread, budget, mode="background")
+    return short, full, read[0]
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(
+    conversation=turns(),
+    repeat=st.integers(min_value=1, max_value=4),
+    fold_budgets=st.lists(st.sampled_from([300, 600, 1500]), max_size=3),
+    orphans=st.integers(min_value=0, max_value=3),
+    budgets=st.lists(st.sampled_from([150, 300, 600, 1000, 2000, 4000]), min_size=1,
+                     max_size=4),
+)
+def test_a_background_recall_gives_the_context_of_the_full_load(
+    monkeypatch: pytest.MonkeyPatch, conversation: list[list[dict[str, Any]]], repeat: int,
+    fold_budgets: list[int], orphans: int, budgets: list[int],
+) -> None:
+    thread = Thread.objects.create()
+    for copy in range(repeat):  # long threads: the conversation again, with fresh call ids
+        for turn in conversation:
+            services.append(thread, [
+                {**message, **({"tool_call_id": f"{message['tool_call_id']}-{copy}"}
+                               if message.get("tool_call_id") else {}),
+                 **({"tool_calls": [{**call, "id": f"{call['id']}-{copy}"}
+                                    for call in message["tool_calls"]]}
+                    if message.get("tool_calls") else {})}
+                for message in turn
+            ])
+        if copy < len(fold_budgets):  # summaries somewhere in the middle
+            services.recall(thread, fold_budgets[copy], mode="inline")
+    callers = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE,
+                                         role="assistant").exclude(tool_calls=[])
+    for caller in list(callers.order_by("?")[:orphans]):  # results left without their call
+        services.erase_entry(caller)
+    for budget in budgets:
+        short, full, read = background_recall_both_ways(thread, budget, monkeypatch)
+        assert context(short) == context(full)
+        # Never more than the full load's rows and the summaries older than them.
+        summaries = MemoryEntry.objects.filter(thread=thread).visible(None, None).summaries()
+        assert read <= full.loaded_count + summaries.count()
+
+
+def test_a_long_unfolded_thread_is_read_in_one_short_page(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    thread = Thread.objects.create()
+    services.append(thread, [
+        {"role": "user" if n % 2 == 0 else "assistant",
+         "content": f"message {n} about order {n}, the parcel and the carrier"}
+        for n in range(3000)
+    ])
+    short, full, read = background_recall_both_ways(thread, 4000, monkeypatch)
+    assert context(short) == context(full)
+    assert full.loaded_count > 1500
+    assert read < full.loaded_count / 3, (read, full.loaded_count)
+
+
+def chat_turns(start: int, count: int) -> list[dict[str, Any]]:
+    return [
+        message
+        for n in range(start, start + count)
+        for message in (
+            {"role": "user", "content": f"Turn {n}: where is order {n}? The parcel is late "
+             "and the tracking page has said the same thing for a week now."},
+            {"role": "assistant", "content": f"Order {n} left the warehouse on Monday; the "
+             "carrier expects to deliver it on Friday."},
+        )
+    ]
+
+
+def test_a_summary_older_than_the_rows_read_is_still_recalled(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    thread = Thread.objects.create()
+    services.append(thread, chat_turns(0, 30))
+    folded = services.recall(thread, 600, mode="inline")
+    assert folded.summaries_used, "the inline recall made no summary to test with"
+    services.append(thread, chat_turns(30, 80))  # newer than the room by far
+    short, full, read = background_recall_both_ways(thread, 1000, monkeypatch)
+    assert set(folded.summaries_used) & set(short.summaries_used)
+    assert context(short) == context(full)
+    assert read < full.loaded_count
+
+
+def test_a_short_load_used_up_by_orphaned_results_falls_back_on_the_full_load(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    thread = Thread.objects.create()
+    services.append(thread, chat_turns(0, 40))
+    calls = [f"call-{n}" for n in range(100)]  # more than the first page of rows
+    services.append(thread, [
+        {"role": "user", "content": "Check all hundred orders."},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": call, "name": "lookup", "arguments": "{}"} for call in calls]},
+        *({"role": "tool", "tool_name": "lookup", "tool_call_id": call,
+           "content": "in transit, " * 5} for call in calls),
+    ])
+    services.append(thread, chat_turns(40, 1))
+    caller = next(entry for entry in MemoryEntry.objects.filter(thread=thread, role="assistant")
+                  if len(entry.tool_calls) == 100)
+    services.erase_entry(caller)  # a hundred results, over 1,000 tokens, left without a call
+    short, full, read = background_recall_both_ways(thread, 1000, monkeypatch)
+    assert context(short) == context(full)
+    # The older turns fit once the orphans are set aside: the full load was needed.
+    assert any(m.content.startswith("Turn 39:") for m in short.messages)
