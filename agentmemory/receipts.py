@@ -98,9 +98,9 @@ def insert_items(receipt_id: int, picked: list[MemoryEntry]) -> None:
     connection = connections[router.db_for_write(ReceiptItem)]
     meta = ReceiptItem._meta
     quote = connection.ops.quote_name
-    fields = {field.name: field for field in meta.concrete_fields}
+    column = {field.name: str(field.column) for field in meta.concrete_fields}
     columns = ", ".join(
-        quote(fields[name].column) for name in ("receipt", "entry", "order", "kind", "tokens")
+        quote(column[name]) for name in ("receipt", "entry", "order", "kind", "tokens")
     )
     rows = [(receipt_id, entry.pk, order, entry.kind, entry.token_count)
             for order, entry in enumerate(picked)]
