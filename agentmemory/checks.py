@@ -61,11 +61,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
               f"Remove it; the settings are: {', '.join(sorted(DEFAULTS))}.", "E001")
 
     get = memory_settings.__getattr__
-    summarizer_config = get("SUMMARIZER")
     try:
-        from agentmemory.summarizers import load_summarizer
+        from agentmemory.summarizers import get_summarizer
 
-        summarizer = load_summarizer(summarizer_config)
+        summarizer = get_summarizer()
     except MissingExtraError as exc:
         errors.append(_missing_extra(exc))
     except AgentMemoryConfigurationError as exc:
@@ -118,7 +117,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     try:
         from agentmemory.tokens import get_counter
 
-        get_counter.cache_clear()
         get_counter()
     except AgentMemoryConfigurationError as exc:
         error("TOKEN_COUNTER", f"is not usable: {exc}",
