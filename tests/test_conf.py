@@ -20,6 +20,7 @@ from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.summarizers.callable import CallableSummarizer
 from agentmemory.summarizers.offline import OfflineSummarizer
+from agentmemory.summarizers.openai import OpenAISummarizer
 from agentmemory.tokens import EncodingCounter, EstimateCounter, get_counter
 from agentmemory.window.seams import SlidingWindow, get_window
 from tests.window_seams import KeepNewest
@@ -98,8 +99,9 @@ class QuickSummarizer(OfflineSummarizer):
     [
         (OfflineSummarizer(model="offline-extractive-1"), 90.0, 120.0),
         (QuickSummarizer(model="offline-extractive-1"), 35.0, 65.0),
+        (OpenAISummarizer(model="gpt-4o-mini", options={"TIMEOUT": 10}), 40.0, 70.0),
     ],
-    ids=["base-default", "backend-timeout"],
+    ids=["base-default", "backend-timeout", "openai-timeout-option"],
 )
 def test_the_fold_task_time_limits_sit_above_the_summarizer_timeout(
     summarizer: BaseSummarizer, soft: float, hard: float
@@ -145,3 +147,9 @@ def test_settings_are_read_again_after_a_reload() -> None:
     with override_settings(AGENTMEMORY={"PRESERVE_RECENT": 7}):
         assert memory_settings.PRESERVE_RECENT == 7
     assert memory_settings.PRESERVE_RECENT == 5
+
+    counter, summarizer, seam = get_counter(), get_summarizer(), get_window()
+    memory_settings.reload()  # by hand, as a new process would start
+    assert get_counter() is not counter
+    assert get_summarizer() is not summarizer
+    assert get_window() is not seam
