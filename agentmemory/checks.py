@@ -20,15 +20,28 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from agentmemory.conf import DEFAULTS, SETTINGS_NAME, memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, MissingExtraError
 from agentmemory.extras import install_command, require
+from agentmemory.validators import (
+    DECAY,
+    FRACTION,
+    HIGH_WATER,
+    NON_NEGATIVE_INT,
+    OPTIONAL_POSITIVE_INT,
+    POSITIVE_INT,
+    RECALL_MODE,
+    RECALL_OPTIONS,
+    TIERS,
+    below_high_water,
+    is_int,
+    is_number,
+    loads_summary_tier,
+)
 
-TIERS = ("hot", "warm", "cold")
-POSITIVE_INTS = ("PRESERVE_RECENT", "MIN_FOLD_ENTRIES", "FOLD_INPUT_LIMIT", "FOLD_BUDGET")
-OPTIONAL_POSITIVE_INTS = ("LOAD_COUNT", "TRIGGER_MIN_ENTRIES")
-NON_NEGATIVE_INTS = ("RESERVE_TOKENS", "MINIMUM_TOKENS")
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+#: E004: the counts among the recall knobs, held to the rule recall holds them to.
+COUNTS = {
+    setting: rule
+    for setting, rule in [*RECALL_OPTIONS.values(), ("FOLD_BUDGET", POSITIVE_INT)]
+    if rule in (POSITIVE_INT, OPTIONAL_POSITIVE_INT, NON_NEGATIVE_INT)
+}
 
 
 @register(Tags.compatibility)
@@ -48,11 +61,10 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
               f"Remove it; the settings are: {', '.join(sorted(DEFAULTS))}.", "E001")
 
     get = memory_settings.__getattr__
-    summarizer_config = get("SUMMARIZER")
     try:
-        from agentmemory.summarizers import load_summarizer
+        from agentmemory.summarizers import get_summarizer
 
-        summarizer = load_summarizer(summarizer_config)
+        summarizer = get_summarizer()
     except MissingExtraError as exc:
         errors.append(_missing_extra(exc))
     except AgentMemoryConfigurationError as exc:
@@ -69,7 +81,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                 id="agentmemory.W001",
             ))
 
-    if get("RECALL_MODE") not in ("inline", "background"):
+    if not RECALL_MODE(get("RECALL_MODE")):
         error("RECALL_MODE", f"is {get('RECALL_MODE')!r}.", "Use 'inline' or 'background'.",
               "E003")
     elif get("RECALL_MODE") == "background":
@@ -78,37 +90,16 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
                     "celery")
         except MissingExtraError as exc:
             errors.append(_missing_extra(exc))
-    for key in POSITIVE_INTS:
-        if not _is_int(get(key)) or get(key) < 1:
-            error(key, f"must be a positive integer, got {get(key)!r}.",
-                  f"The default is {DEFAULTS[key]}.", "E004")
-    for key in OPTIONAL_POSITIVE_INTS:
-        if get(key) is not None and (not _is_int(get(key)) or get(key) < 1):
-            error(key, f"must be None or a positive integer, got {get(key)!r}.",
-                  f"The default is {DEFAULTS[key]}.", "E004")
+    for key, rule in COUNTS.items():
+        if not rule(get(key)):
+            default = "None means no cap." if key == "MAX_ENTRIES" else None
+            hint = default or f"The default is {DEFAULTS[key]}."
+            error(key, f"{rule.text}, got {get(key)!r}.", hint, "E004")
     _check_water_marks(error)
-    for key in NON_NEGATIVE_INTS:
-        if not _is_int(get(key)) or get(key) < 0:
-            error(key, f"must be a non-negative integer, got {get(key)!r}.",
-                  f"The default is {DEFAULTS[key]}.", "E004")
-    max_entries = get("MAX_ENTRIES")
-    if max_entries is not None and (not _is_int(max_entries) or max_entries < 1):
-        error("MAX_ENTRIES", f"must be None or a positive integer, got {max_entries!r}.",
-              "None means no cap.", "E004")
 
-    decay = get("DECAY")
-    if decay is not None:
-        half_life = decay.get("HALF_LIFE") if isinstance(decay, dict) else None
-        min_score = decay.get("MIN_SCORE", 0.1) if isinstance(decay, dict) else None
-        if (
-            not isinstance(decay, dict)
-            or set(decay) - {"HALF_LIFE", "MIN_SCORE"}
-            or not isinstance(half_life, int | float) or half_life <= 0
-            or not isinstance(min_score, int | float) or not 0 <= min_score <= 1
-        ):
-            error("DECAY", f"is {decay!r}.",
-                  "Use None (no decay stage) or {'HALF_LIFE': seconds > 0, "
-                  "'MIN_SCORE': 0..1}.", "E005")
+    if not DECAY(get("DECAY")):
+        error("DECAY", f"is {get('DECAY')!r}.", f"Use {DECAY.text.removeprefix('must be ')}.",
+              "E005")
 
     tiers = get("TIERS")
     if tiers is not None and (
@@ -118,7 +109,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for key in ("WRITE_TIER", "SUMMARY_TIER"):
         if get(key) not in TIERS:
             error(key, f"is {get(key)!r}.", f"Use one of {TIERS}.", "E006")
-    if tiers is not None and isinstance(tiers, list | tuple) and get("SUMMARY_TIER") not in tiers:
+    if isinstance(tiers, list | tuple) and not loads_summary_tier(tiers, get("SUMMARY_TIER")):
         error("SUMMARY_TIER", f"is {get('SUMMARY_TIER')!r}, which TIERS does not load.",
               "A summary that is never loaded is folded and paid for again on every recall; "
               "add the summary tier to TIERS.", "E006")
@@ -126,7 +117,6 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     try:
         from agentmemory.tokens import get_counter
 
-        get_counter.cache_clear()
         get_counter()
     except AgentMemoryConfigurationError as exc:
         error("TOKEN_COUNTER", f"is not usable: {exc}",
@@ -143,7 +133,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 
     for key in ("FOLD_RETRY_MAX", "FOLDS_PER_TASK", "PURGE_BATCH_SIZE", "SWEEP_LIMIT",
                 "FOLD_MAX_DEATHS"):
-        if not _is_int(get(key)) or get(key) < (0 if key == "FOLD_RETRY_MAX" else 1):
+        if not is_int(get(key)) or get(key) < (0 if key == "FOLD_RETRY_MAX" else 1):
             error(key, f"must be a {'non-negative' if key == 'FOLD_RETRY_MAX' else 'positive'} "
                   f"integer, got {get(key)!r}.", f"The default is {DEFAULTS[key]}.", "E010")
     for key in ("FOLD_RETRY_BACKOFF", "SWEEP_WINDOW", "BROKER_TIMEOUT", "FOLD_LEASE",
@@ -165,7 +155,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
               "Use {'CLASS': 'agentmemory.window.seams.SlidingWindow', 'OPTIONS': "
               "{'MAX_MESSAGES': 40}} or a class with select(messages, *, budget_tokens).",
               "E011")
-    if not _is_int(get("WINDOW_MIN_FOLD")) or get("WINDOW_MIN_FOLD") < 1:
+    if not is_int(get("WINDOW_MIN_FOLD")) or get("WINDOW_MIN_FOLD") < 1:
         error("WINDOW_MIN_FOLD", f"must be a positive integer, got {get('WINDOW_MIN_FOLD')!r}.",
               "The default is 2.", "E011")
     if get("WINDOW_RETAIN") not in ("conversation", "discard"):
@@ -187,27 +177,22 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return errors
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
-
-
 def _check_water_marks(error: Any) -> None:
     """E004: the budget-driven fold's marks, fractions of the room."""
     get = memory_settings.__getattr__
     high, low, share = get("FOLD_HIGH_WATER"), get("FOLD_LOW_WATER"), get("SUMMARY_SHARE")
-    if high is not None and (not _is_number(high) or not 0 < high <= 1):
-        error("FOLD_HIGH_WATER", f"must be None (no token trigger) or a fraction of the room "
-              f"in (0, 1], got {high!r}.", "The default is 1.0: fold when the room is full.",
-              "E004")
-    elif not _is_number(low) or not 0 < low < (high if _is_number(high) else 1):
+    if not HIGH_WATER(high):
+        error("FOLD_HIGH_WATER", f"{HIGH_WATER.text}, got {high!r}.",
+              "The default is 1.0: fold when the room is full.", "E004")
+    elif not FRACTION(low) or not below_high_water(low, high):
         error("FOLD_LOW_WATER", f"must be a fraction of the room above 0 and below "
               f"FOLD_HIGH_WATER, got {low!r}.",
               "The default is 0.2: a fold leaves about 20% of the room verbatim.", "E004")
-    if not _is_number(share) or not 0 < share < 1:
-        error("SUMMARY_SHARE", f"must be a fraction of the room in (0, 1), got {share!r}.",
+    if not FRACTION(share):
+        error("SUMMARY_SHARE", f"{FRACTION.text}, got {share!r}.",
               "The default is 0.25: summaries are merged once they hold more.", "E004")
     wait = get("INLINE_FOLD_WAIT")
-    if not _is_number(wait) or wait < 0:
+    if not is_number(wait) or wait < 0:
         error("INLINE_FOLD_WAIT", f"must be a non-negative number of seconds, got {wait!r}.",
               "The default is 10.0.", "E010")
 
@@ -267,7 +252,7 @@ def _check_api() -> list[CheckMessage]:
         ))
     for key in ("API_MAX_CONTENT_CHARS", "API_MAX_BATCH", "API_MAX_WINDOW", "API_PAGE_SIZE"):
         value = getattr(memory_settings, key)
-        if not _is_int(value) or value < 1:
+        if not is_int(value) or value < 1:
             errors.append(Error(
                 f"{SETTINGS_NAME}['{key}'] must be a positive integer, got {value!r}.",
                 hint=f"The default is {DEFAULTS[key]}.",
@@ -286,7 +271,7 @@ def _check_body_cap(cap: int | None) -> list[CheckMessage]:
     or the documented per-entry limit is a 413 before it is reached. A full batch of
     such messages need not fit: the cap bounds a batch's total (docs/operations.md)."""
     chars = memory_settings.API_MAX_CONTENT_CHARS
-    if cap is None or not _is_int(chars) or chars + MESSAGE_ENVELOPE <= cap:
+    if cap is None or not is_int(chars) or chars + MESSAGE_ENVELOPE <= cap:
         return []
     return [Warning(
         f"DATA_UPLOAD_MAX_MEMORY_SIZE ({cap} bytes) refuses a message of "
@@ -320,6 +305,6 @@ def _check_trust(error: Any) -> None:
               "32 characters.", "Generate one with django.core.management.utils."
               "get_random_secret_key().", "E013")
     quota = get("DAILY_TOKEN_QUOTA")
-    if quota is not None and (not _is_int(quota) or quota < 1):
+    if quota is not None and (not is_int(quota) or quota < 1):
         error("DAILY_TOKEN_QUOTA", f"must be None or a positive integer, got {quota!r}.",
               "None means no quota; per-owner overrides live in OwnerQuota.", "E013")

@@ -1,18 +1,23 @@
 """The ``AGENTMEMORY`` settings dict, read lazily against `DEFAULTS`.
 
 Modelled on DRF's ``api_settings``: nothing is read at import time, an unknown key
-raises, and the cache is dropped on ``setting_changed`` so ``override_settings``
-works in tests. Validation of values lives in `agentmemory.checks`.
+raises, the settings in `IMPORT_STRINGS` are imported here, and one `reload` on
+``setting_changed`` drops every cached value and every object built from one, so
+``override_settings`` works in tests. The rules values keep live in
+`agentmemory.validators` and `agentmemory.checks`.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
+from django.utils.module_loading import import_string
 
 from agentmemory.exceptions import AgentMemoryConfigurationError
+from agentmemory.extras import missing_extra
 
 SETTINGS_NAME = "AGENTMEMORY"
 
@@ -107,11 +112,41 @@ DEFAULTS: dict[str, Any] = {
 }
 
 
+#: The settings that name a class by dotted path, and the key of the value that holds the
+#: path (None: the value is the path itself). `AgentMemorySettings.plugin` imports them.
+IMPORT_STRINGS: dict[str, str | None] = {
+    "SUMMARIZER": "BACKEND",
+    "TOKEN_COUNTER": None,
+    "WINDOW": "CLASS",
+}
+
+T = TypeVar("T")
+
+
+def import_from_string(path: str, setting: str) -> Any:
+    """Import ``path``, which ``setting`` (e.g. ``AGENTMEMORY['WINDOW']['CLASS']``) gave.
+
+    An ImportError becomes an error that names the setting; a class of agentmemory's own
+    whose optional dependency is missing names the extra to install (MissingExtraError).
+    """
+    try:
+        return import_string(path)
+    except ImportError as exc:
+        # Our own classes name the extra they need; a project's module is its own affair.
+        missing = missing_extra(f"{setting} = {path!r}", exc)
+        if missing is not None and path.startswith("agentmemory."):
+            raise missing from exc
+        raise AgentMemoryConfigurationError(
+            f"{setting} = {path!r} cannot be imported: {exc}"
+        ) from exc
+
+
 class AgentMemorySettings:
     """Attribute access to ``AGENTMEMORY`` merged over `DEFAULTS`."""
 
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}
+        self._plugins: dict[str, Any] = {}
 
     @property
     def user_settings(self) -> dict[str, Any]:
@@ -134,8 +169,34 @@ class AgentMemorySettings:
             self._cache[key] = value
         return self._cache[key]
 
+    def imported(self, key: str) -> Any:
+        """The class the setting ``key`` of `IMPORT_STRINGS` names."""
+        part = IMPORT_STRINGS[key]
+        value = getattr(self, key)
+        setting = f"{SETTINGS_NAME}['{key}']"
+        if part is not None:
+            if not isinstance(value, dict):
+                raise AgentMemoryConfigurationError(
+                    f"{setting} must be a dict with {part} (a dotted path), got {value!r}."
+                )
+            setting, value = f"{setting}['{part}']", value.get(part)
+        if not isinstance(value, str) or not value:
+            raise AgentMemoryConfigurationError(f"{setting} must be a dotted path, got {value!r}.")
+        return import_from_string(value, setting)
+
+    def plugin(self, key: str, build: Callable[[Any], T]) -> T:
+        """``build(cls)`` for the class the setting ``key`` names (see `imported`), made
+        on first use and kept until `reload`: the summarizer, the token counter, the
+        window seam. A ``build`` that raises caches nothing."""
+        if key not in self._plugins:
+            self._plugins[key] = build(self.imported(key))
+        plugin: T = self._plugins[key]
+        return plugin
+
     def reload(self) -> None:
+        """Forget every value read and every object built from one."""
         self._cache.clear()
+        self._plugins.clear()
 
 
 memory_settings = AgentMemorySettings()
@@ -144,10 +205,6 @@ memory_settings = AgentMemorySettings()
 def _reload(*, setting: str, **kwargs: Any) -> None:
     if setting == SETTINGS_NAME:
         memory_settings.reload()
-        from agentmemory import summarizers, tokens
-
-        summarizers.get_summarizer.cache_clear()
-        tokens.get_counter.cache_clear()
 
 
 setting_changed.connect(_reload)

@@ -795,7 +795,7 @@ _broker_down_until = 0.0
 
 def fold_task_options(summarizer: BaseSummarizer) -> dict[str, Any]:
     """Queue and time limits for ``fold_thread``, above the summarizer's own timeout."""
-    timeout = float(getattr(summarizer, "timeout", 60.0))
+    timeout = float(summarizer.timeout)
     options: dict[str, Any] = {
         "soft_time_limit": timeout + 30,
         "time_limit": timeout + 60,

@@ -8,11 +8,8 @@ byte-for-byte as ``tiktoken`` does. Where it is not installed, `EstimateCounter`
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import Any, Protocol
-
-from django.utils.module_loading import import_string
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError
@@ -54,21 +51,17 @@ class EstimateCounter:
         return math.ceil(len(text) / 4)
 
 
-@functools.cache
 def get_counter() -> TokenCounter:
-    """The counter named by ``AGENTMEMORY['TOKEN_COUNTER']``, built once per process."""
-    path = memory_settings.TOKEN_COUNTER
-    try:
-        counter_class = import_string(path)
-    except ImportError as exc:
-        if path == "agentmemory.tokens.EncodingCounter":
-            return EstimateCounter()
-        raise AgentMemoryConfigurationError(
-            f"AGENTMEMORY['TOKEN_COUNTER'] = {path!r} cannot be imported: {exc}"
-        ) from exc
+    """The counter named by ``AGENTMEMORY['TOKEN_COUNTER']``, built once and kept until
+    the setting changes (``memory_settings.reload``)."""
+    return memory_settings.plugin("TOKEN_COUNTER", _build_counter)
+
+
+def _build_counter(counter_class: Any) -> TokenCounter:
     try:
         counter: TokenCounter = counter_class(memory_settings.TOKEN_ENCODING)
     except ImportError:
+        # The encoding's package is not installed: the documented stand-in.
         counter = EstimateCounter()
     return counter
 

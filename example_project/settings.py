@@ -26,6 +26,7 @@ INSTALLED_APPS = [
     "rest_framework",
     "rest_framework.authtoken",
     "agentmemory",
+    "example_project.demo",
 ]
 
 # Session auth for the browsable API, token auth for agents:

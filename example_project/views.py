@@ -7,12 +7,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
-from agentmemory.management.commands.agentmemory_demo import (
-    DEMO_CLIENT_KEY,
-    DEMO_USERNAME,
-    WINDOW_CLIENT_KEY,
-)
 from agentmemory.models import Thread
+from example_project.demo.conversation import DEMO_CLIENT_KEY, DEMO_USERNAME, WINDOW_CLIENT_KEY
 
 
 def home(request: HttpRequest) -> HttpResponse:

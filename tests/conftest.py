@@ -63,17 +63,14 @@ def redis_url() -> str:
 @pytest.fixture(autouse=True)
 def _fresh_process_state() -> Iterator[None]:
     """Each test sees the process as new: cached summarizer, warn-once memory."""
-    from agentmemory import services, summarizers, tokens
+    from agentmemory import services
     from agentmemory.conf import memory_settings
 
     memory_settings.reload()
-    summarizers.get_summarizer.cache_clear()
-    tokens.get_counter.cache_clear()
     ledger._warned.clear()
     services._broker_down_until = 0.0
     yield
     memory_settings.reload()
-    summarizers.get_summarizer.cache_clear()
 
 
 #: The seeds' count-driven recall: load the newest 20, fold once 20 are loaded. The

@@ -5,18 +5,21 @@ from __future__ import annotations
 import re
 from io import StringIO
 from pathlib import Path
+from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
+from django.core.management import call_command, get_commands
 from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
+import agentmemory
 from agentmemory import services
-from agentmemory.management.commands.agentmemory_demo import DEMO_CLIENT_KEY, WINDOW_CLIENT_KEY
 from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
+from example_project.demo.conversation import DEMO_CLIENT_KEY, WINDOW_CLIENT_KEY
 
 pytestmark = pytest.mark.django_db
 
@@ -25,6 +28,12 @@ SUMMARY_LINE = re.compile(
 )
 ID_OR_RANGE = re.compile(r"#(\d+)(?:-#(\d+))?")
 EXAMPLE_TEMPLATES = Path(__file__).resolve().parent.parent / "example_project" / "templates"
+
+
+@pytest.fixture(autouse=True)
+def _demo_app_installed(settings: Any) -> None:
+    """The command ships with the example project's demo app, not with agentmemory."""
+    settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, "example_project.demo"]
 
 
 def run_demo(*args: str) -> str:
@@ -79,6 +88,16 @@ def test_demo_folds_and_prints_what_each_summary_covers() -> None:
     admin = get_user_model().objects.get(username="admin")
     assert admin.is_superuser and admin.is_staff
     assert admin.check_password("admin")
+
+
+def test_the_installed_package_ships_no_demo_and_creates_no_users() -> None:
+    without_demo = [app for app in django_settings.INSTALLED_APPS if app != "example_project.demo"]
+    with override_settings(INSTALLED_APPS=without_demo):
+        assert "agentmemory_demo" not in get_commands()
+    package = Path(agentmemory.__file__).resolve().parent
+    for source in package.rglob("*.py"):
+        text = source.read_text()
+        assert "create_superuser" not in text and "create_user" not in text, source
 
 
 def test_demo_is_idempotent_and_leaves_one_thread() -> None:

@@ -15,7 +15,8 @@ import pytest
 from django.db import IntegrityError, transaction
 from django.test import override_settings
 
-from agentmemory import services, signals, summarizers
+from agentmemory import services, signals
+from agentmemory.conf import memory_settings
 from agentmemory.exceptions import NotASummaryError
 from agentmemory.models import (
     CallOutcome,
@@ -212,7 +213,7 @@ def test_one_call_per_span_written_back_under_its_key(calls: list) -> None:
     with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
         first = services.recall(thread, BIG, now=NOW)
         second = services.recall(thread, BIG, now=NOW)
-        summarizers.get_summarizer.cache_clear()  # a new process reads the same row
+        memory_settings.reload()  # a new process reads the same row
         third = services.recall(thread, BIG, now=NOW)
 
     assert len(calls) == 1
@@ -541,7 +542,7 @@ def test_a_summary_not_smaller_than_its_span_is_refused_and_latched(calls: list)
         assert refused.span_key == latch.span_key
 
         # The same span is never asked again, not even by a fresh process.
-        summarizers.get_summarizer.cache_clear()
+        memory_settings.reload()
         with capture(signals.fold_declined) as declined_again:
             second = services.recall(thread, BIG, now=NOW, **load_all)
         assert len(calls) == 1

@@ -9,6 +9,12 @@ from typing import Any
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryError
 from agentmemory.transcript import DEFAULT_INSTRUCTION
+from agentmemory.validators import (
+    DECAY,
+    RECALL_OPTIONS,
+    below_high_water,
+    loads_summary_tier,
+)
 
 
 class InvalidRecallOption(AgentMemoryError, ValueError):
@@ -64,29 +70,17 @@ class RecallConfig:
     @classmethod
     def build(cls, **overrides: Any) -> RecallConfig:
         s = memory_settings
-        decay = s.DECAY
         values: dict[str, Any] = {
-            "mode": s.RECALL_MODE,
-            "load_count": s.LOAD_COUNT,
-            "tiers": tuple(s.TIERS) if s.TIERS is not None else None,
-            "trigger_min_entries": s.TRIGGER_MIN_ENTRIES,
-            "preserve_recent": s.PRESERVE_RECENT,
-            "min_fold_entries": s.MIN_FOLD_ENTRIES,
-            "summary_tier": s.SUMMARY_TIER,
-            "instruction": s.SUMMARY_INSTRUCTION or DEFAULT_INSTRUCTION,
-            "decay": DecayConfig(float(decay["HALF_LIFE"]), float(decay.get("MIN_SCORE", 0.1)))
-            if decay
-            else None,
-            "reserve_tokens": s.RESERVE_TOKENS,
-            "minimum_tokens": s.MINIMUM_TOKENS,
-            "max_entries": s.MAX_ENTRIES,
-            "header": s.FORMAT_HEADER,
-            "footer": s.FORMAT_FOOTER,
-            "high_water": s.FOLD_HIGH_WATER,
-            "low_water": s.FOLD_LOW_WATER,
-            "summary_share": s.SUMMARY_SHARE,
-            "input_limit": s.FOLD_INPUT_LIMIT,
+            name: getattr(s, setting) for name, (setting, _) in RECALL_OPTIONS.items()
         }
+        values.update(
+            tiers=tuple(s.TIERS) if s.TIERS is not None else None,
+            summary_tier=s.SUMMARY_TIER,
+            instruction=s.SUMMARY_INSTRUCTION or DEFAULT_INSTRUCTION,
+            decay=_decay(s.DECAY),
+            header=s.FORMAT_HEADER,
+            footer=s.FORMAT_FOOTER,
+        )
         names = {field.name for field in dataclasses.fields(cls)}
         for name, value in overrides.items():
             if name not in names:
@@ -96,8 +90,8 @@ class RecallConfig:
                 )
             if name == "tiers" and value is not None:
                 value = tuple(value)
-            if name == "decay" and isinstance(value, dict):
-                value = DecayConfig(float(value["HALF_LIFE"]), float(value.get("MIN_SCORE", 0.1)))
+            if name == "decay":
+                value = _decay(value)
             if name == "instruction" and not value:
                 value = DEFAULT_INSTRUCTION
             values[name] = value
@@ -106,71 +100,38 @@ class RecallConfig:
         return config
 
     def validate(self) -> None:
-        if self.mode not in ("inline", "background"):
-            raise InvalidRecallOption(
-                f"mode must be 'inline' or 'background', got {self.mode!r}.", field="mode"
-            )
-        for name in (
-            "load_count", "trigger_min_entries", "preserve_recent", "min_fold_entries",
-            "input_limit",
-        ):
+        """The rules of `agentmemory.validators`, which ``manage.py check`` also applies
+        to the settings these options default from."""
+        for name, (_, rule) in RECALL_OPTIONS.items():
             value = getattr(self, name)
-            if value is None and name in ("load_count", "trigger_min_entries"):
-                continue
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise InvalidRecallOption(
-                    f"{name} must be a positive integer, got {value!r}.", field=name
-                )
-        for name in ("reserve_tokens", "minimum_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise InvalidRecallOption(
-                    f"{name} must be a non-negative integer, got {value!r}.", field=name
-                )
-        if self.high_water is not None and not _fraction(self.high_water, upper=True):
-            raise InvalidRecallOption(
-                f"high_water must be None or in (0, 1], got {self.high_water!r}.",
-                field="high_water",
-            )
-        if not _fraction(self.low_water):
-            raise InvalidRecallOption(
-                f"low_water must be in (0, 1), got {self.low_water!r}.", field="low_water"
-            )
-        if self.high_water is not None and self.low_water >= self.high_water:
+            if not rule(value):
+                raise InvalidRecallOption(f"{name} {rule.text}, got {value!r}.", field=name)
+        if not below_high_water(self.low_water, self.high_water):
             raise ConflictingRecallOption(
                 f"low_water must be below high_water ({self.high_water!r}), got "
                 f"{self.low_water!r}.",
                 field="low_water",
             )
-        if not _fraction(self.summary_share):
-            raise InvalidRecallOption(
-                f"summary_share must be in (0, 1), got {self.summary_share!r}.",
-                field="summary_share",
-            )
-        if self.tiers is not None and self.summary_tier not in self.tiers:
+        if not loads_summary_tier(self.tiers, self.summary_tier):
             # Coverage would hide the originals while the filter hides their summary: the
             # folded turns would vanish from recall, and the span be folded again.
             raise ConflictingRecallOption(
-                f"tiers {list(self.tiers)} leaves out the summary tier {self.summary_tier!r}; "
-                "add it, or set summary_tier to one of the tiers.",
+                f"tiers {list(self.tiers or ())} leaves out the summary tier "
+                f"{self.summary_tier!r}; add it, or set summary_tier to one of the tiers.",
                 field="tiers",
             )
-        if self.max_entries is not None and (
-            not isinstance(self.max_entries, int) or self.max_entries < 1
-        ):
-            raise InvalidRecallOption(
-                f"max_entries must be a positive integer or None, got {self.max_entries!r}.",
-                field="max_entries",
-            )
-        if self.decay is not None and (
-            self.decay.half_life_seconds <= 0 or not 0 <= self.decay.min_score <= 1
-        ):
-            raise InvalidRecallOption(
-                "decay needs HALF_LIFE > 0 seconds and 0 <= MIN_SCORE <= 1.", field="decay"
-            )
+        if self.decay is not None:
+            decay = {"HALF_LIFE": self.decay.half_life_seconds, "MIN_SCORE": self.decay.min_score}
+            if not DECAY(decay):
+                raise InvalidRecallOption(f"decay {DECAY.text}, got {decay!r}.", field="decay")
 
 
-def _fraction(value: object, *, upper: bool = False) -> bool:
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    return 0 < value <= 1 if upper else 0 < value < 1
+def _decay(value: Any) -> DecayConfig | None:
+    """The decay stage of a ``DECAY``-shaped dict (empty or None: no stage)."""
+    if isinstance(value, DecayConfig):
+        return value
+    if not value:
+        return None
+    if not DECAY(value):
+        raise InvalidRecallOption(f"decay {DECAY.text}, got {value!r}.", field="decay")
+    return DecayConfig(float(value["HALF_LIFE"]), float(value.get("MIN_SCORE", 0.1)))

@@ -39,6 +39,10 @@ class BaseSummarizer:
     #: Recorded on every summary (provenance); None where the backend cannot set it.
     temperature: float | None = None
     seed: int | None = None
+    #: Seconds one call may take. The background fold's Celery time limits are set above
+    #: it (``services.fold_task_options``: soft at +30 s, hard at +60 s); a backend that
+    #: calls out sets it from its options.
+    timeout: float = 60.0
 
     def __init__(self, *, model: str, options: dict[str, Any] | None = None) -> None:
         if not isinstance(model, str) or not model.strip():

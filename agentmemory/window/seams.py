@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from django.utils.module_loading import import_string
-
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, InvalidMessageError
 from agentmemory.tokens import count_tokens
@@ -190,7 +188,8 @@ def _cost(message: WindowMessage) -> int:
 
 
 def get_window() -> WindowSeam:
-    """The seam ``AGENTMEMORY['WINDOW']`` names."""
+    """The seam ``AGENTMEMORY['WINDOW']`` names, built once and kept until the setting
+    changes (``memory_settings.reload``); a seam is pure, so one instance serves all."""
     config = memory_settings.WINDOW
     if not isinstance(config, dict) or not isinstance(config.get("CLASS"), str):
         raise AgentMemoryConfigurationError(
@@ -202,22 +201,21 @@ def get_window() -> WindowSeam:
             f"AGENTMEMORY['WINDOW']['OPTIONS'] must be a dict of named options, got "
             f"{raw_options!r}."
         )
-    try:
-        seam_class = import_string(config["CLASS"])
-    except ImportError as exc:
-        raise AgentMemoryConfigurationError(
-            f"AGENTMEMORY['WINDOW']['CLASS'] = {config['CLASS']!r} cannot be imported: {exc}"
-        ) from exc
     options = {key.lower(): value for key, value in raw_options.items()}
+    return memory_settings.plugin("WINDOW", lambda seam_class: _build(seam_class, options))
+
+
+def _build(seam_class: Any, options: dict[str, Any]) -> WindowSeam:
+    path = memory_settings.WINDOW["CLASS"]
     try:
         seam = seam_class(**options)
     except TypeError as exc:
         raise AgentMemoryConfigurationError(
-            f"AGENTMEMORY['WINDOW']['OPTIONS'] do not fit {config['CLASS']}: {exc}"
+            f"AGENTMEMORY['WINDOW']['OPTIONS'] do not fit {path}: {exc}"
         ) from exc
     if not isinstance(seam, WindowSeam):
         raise AgentMemoryConfigurationError(
-            f"AGENTMEMORY['WINDOW']['CLASS'] = {config['CLASS']!r} has no select(messages, "
+            f"AGENTMEMORY['WINDOW']['CLASS'] = {path!r} has no select(messages, "
             "*, budget_tokens) method."
         )
     return seam

@@ -7,8 +7,6 @@ from fixed data, so every run writes the same messages.
 
 from __future__ import annotations
 
-import json
-from datetime import date, timedelta
 from typing import Any
 
 from django.contrib.auth import get_user_model
@@ -18,22 +16,28 @@ from django.urls import NoReverseMatch, reverse
 
 from agentmemory import services
 from agentmemory.conf import memory_settings
-from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
+from agentmemory.models import FoldedSpan, MemoryEntry, SummarizerCall, Thread
 from agentmemory.summarizers import get_summarizer
 from agentmemory.window.seams import SlidingWindow
+from example_project.demo.conversation import (
+    DEMO_CLIENT_KEY,
+    DEMO_PASSWORD,
+    DEMO_TITLE,
+    DEMO_USERNAME,
+    WINDOW_CLIENT_KEY,
+    WINDOW_TITLE,
+    Message,
+    assistant_message,
+    call,
+    steps,
+    tool,
+    user_message,
+)
 
-DEMO_USERNAME = "admin"
-DEMO_PASSWORD = "admin"
-DEMO_CLIENT_KEY = "demo-support-chat"
-DEMO_TITLE = "Demo: Northwind Outfitters support chat"
-WINDOW_CLIENT_KEY = "demo-agent-run"
-WINDOW_TITLE = "Demo: an agent run whose live window is compacted"
 WINDOW_SIZE = 12
 SITE = "http://127.0.0.1:8000"
 RECALL_BUDGET = 1500
 LINE_WIDTH = 100
-
-Message = dict[str, Any]
 
 
 class Command(BaseCommand):
@@ -61,7 +65,7 @@ class Command(BaseCommand):
         # a budget (a fold happens there when one is due): after the user's message and
         # after each tool result. Each step's messages are appended as they happen.
         for number in range(1, turns + 1):
-            for step in _steps(number):
+            for step in steps(number):
                 services.append(thread, step)
                 if step[-1]["role"] in ("user", "tool"):
                     result = services.recall(thread, RECALL_BUDGET)
@@ -93,7 +97,7 @@ class Command(BaseCommand):
         folds: int,
         last_fold: services.FoldOutcome,
     ) -> None:
-        messages = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE).aggregate(
+        messages = MemoryEntry.objects.filter(thread=thread).messages().aggregate(
             count=Count("id"), tokens=Sum("token_count")
         )
         summarizer = get_summarizer()
@@ -120,11 +124,10 @@ class Command(BaseCommand):
 
     def _summaries(self, thread: Thread) -> None:
         out = self.stdout.write
-        summaries = list(
-            MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).select_related(
-                "coverage"
-            )
-        )
+        entries = MemoryEntry.objects.filter(thread=thread)
+        summaries = list(entries.summaries().select_related("coverage"))
+        # What recall may load, by the querysets' rule: uncovered, live and unexpired.
+        visible = set(entries.summaries().visible().values_list("pk", flat=True))
         out("")
         out(self.style.MIGRATE_HEADING(f"Summaries ({len(summaries)}), oldest first"))
         if not summaries:
@@ -137,8 +140,13 @@ class Command(BaseCommand):
         out(f"  Each opens with an authored label: {_clip(summaries[0].content.splitlines()[0])}")
         for summary in summaries:
             covered = services.expand(summary)
-            live = summary.covered_by_id is None
-            where = "live: recall uses it" if live else f"covered by #{summary.covered_by_id}"
+            live = summary.pk in visible
+            if live:
+                where = "live: recall uses it"
+            elif summary.covered_by_id is not None:
+                where = f"covered by #{summary.covered_by_id}"
+            else:
+                where = "not loaded: retired, held for review or expired"
             out(
                 f"  #{summary.pk} {summary.summary_key} ({where}) covers {len(covered)} "
                 f"entries: {describe_ids(covered)}"
@@ -236,14 +244,14 @@ def _window_run(user: Any) -> tuple[Thread, list[FoldedSpan]]:
     seam = SlidingWindow(WINDOW_SIZE)
     window: list[Message] = [
         {"role": "system", "content": "You are Northwind's returns agent."},
-        _user("Process the returns for orders 4001 to 4030 and tell me the total refunded."),
+        user_message("Process the returns for orders 4001 to 4030 and tell me the total refunded."),
     ]
     spans: list[FoldedSpan] = []
     for iteration, number in enumerate(range(4001, 4031), start=1):
-        call = _call(number, 1, "process_return", {"order": number})
+        process = call(number, 1, "process_return", {"order": number})
         window += [
-            _assistant(f"Processing the return of order {number}.", [call]),
-            _tool(call, {"order": number, "refunded": f"{20 + number % 7}.00 EUR"}),
+            assistant_message(f"Processing the return of order {number}.", [process]),
+            tool(process, {"order": number, "refunded": f"{20 + number % 7}.00 EUR"}),
         ]
         if len(window) > WINDOW_SIZE + 8:
             retain = "conversation" if not spans else "discard"
@@ -291,142 +299,3 @@ def describe_ids(entries: list[MemoryEntry]) -> str:
 def _clip(line: str) -> str:
     line = line.rstrip()
     return line if len(line) <= LINE_WIDTH else line[: LINE_WIDTH - 3] + "..."
-
-
-# ---------------------------------------------------------------- the conversation
-
-ITEMS = (
-    ("trail running shoes", "89.00"),
-    ("waterproof shell jacket", "149.50"),
-    ("merino base layer", "64.00"),
-    ("insulated water bottle", "27.95"),
-    ("40 L hiking backpack", "119.00"),
-    ("fleece gloves", "22.50"),
-    ("camping stove", "74.99"),
-)
-CARRIERS = ("UPS", "DHL", "Royal Mail")
-START = date(2025, 3, 3)
-
-
-def _order(number: int) -> tuple[str, str, str, date]:
-    item, amount = ITEMS[number % len(ITEMS)]
-    return f"NW-{48210 + number * 7}", item, amount, START + timedelta(days=number)
-
-
-def _call(number: int, index: int, name: str, arguments: dict[str, Any]) -> dict[str, Any]:
-    return {"id": f"call_{number:03d}_{index}", "name": name, "arguments": json.dumps(arguments)}
-
-
-def _tool(call: dict[str, Any], result: dict[str, Any]) -> Message:
-    return {
-        "role": "tool",
-        "tool_name": call["name"],
-        "tool_call_id": call["id"],
-        "content": json.dumps(result),
-    }
-
-
-def _steps(number: int) -> list[list[Message]]:
-    """Turn ``number`` as the agent lives it: the user's message, then each tool call
-    with its result, then the answer; the agent calls its model after each step."""
-    request, reply = _turn(number)
-    steps: list[list[Message]] = [[request]]
-    for message in reply:
-        if message["role"] == "tool":
-            steps[-1].append(message)
-        else:
-            steps.append([message])
-    return steps
-
-
-def _turn(number: int) -> tuple[Message, list[Message]]:
-    """The user's message of turn ``number`` and the agent's reply (tool calls included)."""
-    order_id, item, amount, day = _order(number)
-    scenario = number % 7
-    if scenario == 1:
-        user = f"Hi, where is my order {order_id}? It was supposed to arrive on {day:%d %B}."
-        carrier = CARRIERS[number % len(CARRIERS)]
-        lookup = _call(number, 1, "lookup_order", {"order_id": order_id})
-        eta = day + timedelta(days=2)
-        return _user(user), [
-            _assistant("", [lookup]),
-            _tool(lookup, {"order_id": order_id, "status": "in_transit", "carrier": carrier,
-                           "tracking": f"TRK{900100 + number}", "eta": eta.isoformat()}),
-            _assistant(f"Order {order_id} is in transit with {carrier} (tracking "
-                       f"TRK{900100 + number}); the new estimate is {eta:%d %B}."),
-        ]
-    if scenario == 2:
-        user = f"The {item} from order {order_id} arrived damaged. Can I get a refund?"
-        lookup = _call(number, 1, "lookup_order", {"order_id": order_id})
-        refund = _call(number, 2, "issue_refund",
-                       {"order_id": order_id, "amount": amount, "reason": "damaged"})
-        due = day + timedelta(days=7)
-        return _user(user), [
-            _assistant("", [lookup]),
-            _tool(lookup, {"order_id": order_id, "status": "delivered", "items": [
-                {"sku": f"SKU-{3000 + number}", "name": item, "price": amount}]}),
-            _assistant("", [refund]),
-            _tool(refund, {"refund_id": f"RF-{7100 + number}", "status": "approved",
-                           "amount": amount, "expected_by": due.isoformat()}),
-            _assistant(f"I've refunded {amount} EUR for the damaged {item} (refund "
-                       f"RF-{7100 + number}). It should reach your card by {due:%d %B}."),
-        ]
-    if scenario == 3:
-        address = f"{10 + number} Harbour Lane, Bristol BS1 4RE"
-        user = f"Can you change the delivery address for {order_id} to {address}?"
-        update = _call(number, 1, "update_shipping_address",
-                       {"order_id": order_id, "address": address})
-        return _user(user), [
-            _assistant("", [update]),
-            _tool(update, {"order_id": order_id, "updated": True, "address": address}),
-            _assistant(f"Done: {order_id} will now be delivered to {address}."),
-        ]
-    if scenario == 4:
-        user = f"I'd like to return the {item} from order {order_id}, it's the wrong size."
-        label = _call(number, 1, "create_return_label", {"order_id": order_id, "item": item})
-        drop_off = day + timedelta(days=14)
-        return _user(user), [
-            _assistant("", [label]),
-            _tool(label, {"rma": f"RMA-{5500 + number}", "drop_off_by": drop_off.isoformat(),
-                          "label_url": f"https://returns.example.com/RMA-{5500 + number}.pdf"}),
-            _assistant(f"Your return RMA-{5500 + number} is open. Print the label from the "
-                       f"link I sent and drop the parcel off by {drop_off:%d %B}."),
-        ]
-    if scenario == 5:
-        user = "How long do refunds usually take to show up on my card statement?"
-        return _user(user), [
-            _assistant("Card refunds usually appear within 5 to 10 business days after we "
-                       "approve them; bank transfers can take a little longer."),
-        ]
-    if scenario == 6:
-        code = f"SPRING{10 + number % 3 * 5}"
-        user = f"My discount code {code} didn't apply to order {order_id}."
-        coupon = _call(number, 1, "apply_coupon", {"order_id": order_id, "code": code})
-        return _user(user), [
-            _assistant("", [coupon]),
-            _tool(coupon, {"order_id": order_id, "code": code, "applied": True,
-                           "credited": f"{number % 3 * 5 + 10}%"}),
-            _assistant(f"{code} is now applied to {order_id}; the difference goes back to "
-                       "your original payment method."),
-        ]
-    user = f"This is the second parcel that went missing ({order_id}). I want to talk to a person."
-    ticket = _call(number, 1, "open_ticket",
-                   {"order_id": order_id, "priority": "high", "topic": "missing parcel"})
-    return _user(user), [
-        _assistant("", [ticket]),
-        _tool(ticket, {"ticket_id": f"T-{20400 + number}", "queue": "escalations",
-                       "sla_hours": 24}),
-        _assistant(f"I'm sorry about this. Ticket T-{20400 + number} is with our escalations "
-                   "team, and a person will contact you within 24 hours."),
-    ]
-
-
-def _user(content: str) -> Message:
-    return {"role": "user", "content": content}
-
-
-def _assistant(content: str, tool_calls: list[dict[str, Any]] | None = None) -> Message:
-    message: Message = {"role": "assistant", "content": content}
-    if tool_calls:
-        message["tool_calls"] = tool_calls
-    return message

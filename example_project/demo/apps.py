@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class DemoConfig(AppConfig):
+    name = "example_project.demo"
+    verbose_name = "agentmemory demo"
