@@ -45,7 +45,7 @@ BENCH_SETTINGS: dict[str, Any] = {
     "SUMMARIZER": {
         "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
         "MODEL": "bench-instant",
-        "OPTIONS": {"FUNCTION": "tests.window_seams.instant"},
+        "OPTIONS": {"FUNCTION": "tests.helpers.instant"},
     },
     "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {"MAX_MESSAGES": 40}},
 }

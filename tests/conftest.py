@@ -10,6 +10,8 @@ import pytest
 from django.conf import settings
 
 from agentmemory import ledger
+from agentmemory.summarizers import testing
+from agentmemory.summarizers.base import ChatMessage
 
 pytest_plugins = ["tests.openai_server"]
 
@@ -71,6 +73,31 @@ def _fresh_process_state() -> Iterator[None]:
     services._broker_down_until = 0.0
     yield
     memory_settings.reload()
+
+
+@pytest.fixture(autouse=True)
+def recorded() -> Iterator[list[ChatMessage]]:
+    """The prompts the recording summarizer was sent in this test (empty at its start)."""
+    testing.reset()
+    yield testing.calls
+    testing.reset()
+
+
+@pytest.fixture
+def eager_celery() -> Iterator[None]:
+    """The tests' Celery app (eager, from tests/settings.py) current for the test, so a
+    task sent with ``delay``/``apply_async`` runs inline instead of looking for a broker,
+    whichever app an earlier test left current."""
+    from celery import current_app
+
+    from tests.celery_app import app
+
+    previous = current_app._get_current_object()
+    app.set_current()
+    try:
+        yield
+    finally:
+        previous.set_current()
 
 
 #: The seeds' count-driven recall: load the newest 20, fold once 20 are loaded. The

@@ -10,7 +10,7 @@ appears on a page it came from the original itself.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from html import unescape
 from html.parser import HTMLParser
@@ -135,21 +135,6 @@ def superuser() -> Any:
 def root(superuser: Any) -> Client:
     return logged_in(superuser)
 
-
-@pytest.fixture
-def eager_celery() -> Iterator[None]:
-    """The tests' Celery app (eager, from tests/settings.py) current for the test, so
-    ``fold_thread.apply_async`` runs inline instead of looking for a broker."""
-    from celery import current_app
-
-    from tests.celery_app import app
-
-    previous = current_app._get_current_object()
-    app.set_current()
-    try:
-        yield
-    finally:
-        previous.set_current()
 
 
 class ElementText(HTMLParser):

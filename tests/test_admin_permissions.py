@@ -43,7 +43,7 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.permissions import REFUSAL
-from tests.trust_summarizers import AMOUNT, DROPS_AMOUNT, ORDER, trust_settings
+from tests.helpers import AMOUNT, DROPS_AMOUNT, ORDER, recording_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -72,8 +72,8 @@ KEPT = [
 ]
 FOLD = {"trigger_min_entries": 6, "preserve_recent": 2, "min_fold_entries": 2}
 BIG = 100_000
-SETTINGS = trust_settings(
-    "drops_amount",
+SETTINGS = recording_settings(
+    DROPS_AMOUNT,
     FACT_GATE={"THRESHOLD": 0.9, "ACTION": "append"},
     RECEIPTS=True,
     WINDOW={"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {"MAX_MESSAGES": 4}},

@@ -41,20 +41,6 @@ def client(user: Any) -> APIClient:
     return client
 
 
-@pytest.fixture
-def eager_celery() -> Iterator[None]:
-    """The tests' Celery app (eager, from tests/settings.py) made current for a block."""
-    from celery import current_app
-
-    from tests.celery_app import app
-
-    previous = current_app._get_current_object()
-    app.set_current()
-    try:
-        yield
-    finally:
-        previous.set_current()
-
 
 def url(thread_id: int, tail: str = "") -> str:
     return f"{API}threads/{thread_id}/{tail}"

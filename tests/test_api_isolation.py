@@ -158,19 +158,6 @@ def _fast_passwords_and_fresh_throttle_cache(settings: Any) -> Iterator[None]:
     cache.clear()
 
 
-@pytest.fixture
-def eager_celery() -> Iterator[None]:
-    from celery import current_app
-
-    from tests.celery_app import app
-
-    previous = current_app._get_current_object()
-    app.set_current()
-    try:
-        yield
-    finally:
-        previous.set_current()
-
 
 @pytest.fixture
 def world(eager_celery: None, settings: Any) -> World:

@@ -36,7 +36,7 @@ def ids(value: Any) -> list[str]:
             "SUMMARIZER": {
                 "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
                 "MODEL": "test-model",
-                "OPTIONS": {"FUNCTION": "tests.helpers.summarize_briefly"},
+                "OPTIONS": {"FUNCTION": "tests.helpers.count_lines"},
             },
         },
         {"DEFAULT_TTL": 86400},

@@ -44,7 +44,7 @@ from agentmemory.models import (
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.receipts import record_receipt
 from agentmemory.summarizers import get_summarizer
-from tests.helpers import add_turns, callable_settings, turn_messages
+from tests.helpers import add_turns, recording_settings, turn_messages
 
 API = "/api/memory/"
 
@@ -53,7 +53,7 @@ API = "/api/memory/"
 ERASE_DURING_CALL: list[tuple[str, int]] = []
 
 
-def erase_during_call(messages: list[dict[str, str]]) -> str:
+def erase_during_call(prompt: list[dict[str, str]]) -> str:
     for what, pk in ERASE_DURING_CALL:
         if what == "thread":
             services.erase_thread(Thread.objects.get(pk=pk))
@@ -63,13 +63,11 @@ def erase_during_call(messages: list[dict[str, str]]) -> str:
     return "The user asked about parcels; the agent looked them up."
 
 
-def inline_folds(function: str = "erase_during_call") -> dict[str, Any]:
-    settings = callable_settings(
-        function, RECALL_MODE="inline", RECEIPTS=True, LOAD_COUNT=20, TRIGGER_MIN_ENTRIES=8,
-        FOLD_HIGH_WATER=None, PRESERVE_RECENT=2,
+def inline_folds() -> dict[str, Any]:
+    return recording_settings(
+        erase_during_call, RECALL_MODE="inline", RECEIPTS=True, LOAD_COUNT=20,
+        TRIGGER_MIN_ENTRIES=8, FOLD_HIGH_WATER=None, PRESERVE_RECENT=2,
     )
-    settings["SUMMARIZER"]["OPTIONS"]["FUNCTION"] = f"tests.test_contention.{function}"
-    return settings
 
 
 @pytest.fixture

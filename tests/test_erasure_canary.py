@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from agentmemory import services
 from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage, Thread
+from tests.helpers import RECORDING, SHORT_SUMMARY
 
 CANARY = "ZQ7-CANARY-X41"
 KNOBS = {"preserve_recent": 2, "trigger_min_entries": 4, "load_count": 40}
@@ -43,9 +44,9 @@ SETTINGS = {
 SUMMARIZERS = {
     "offline": {},
     "brief": {"SUMMARIZER": {
-        "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
+        "BACKEND": RECORDING,
         "MODEL": "brief-test-model",
-        "OPTIONS": {"FUNCTION": "tests.window_seams.summarize_briefly"},
+        "OPTIONS": {"REPLY": SHORT_SUMMARY},
     }},
 }
 ANSWER = (

@@ -6,7 +6,6 @@ amount is gated (:func:`test_a_summary_that_drops_the_amount_is_declined_out_lou
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
@@ -28,12 +27,19 @@ from agentmemory.models import (
     SummarizerCall,
     Thread,
 )
+from agentmemory.summarizers import testing
 from agentmemory.transcript import SUMMARY_LABEL_PREFIX
 from agentmemory.window.compact import compact
 from agentmemory.window.frame import WINDOW_FRAME_PREFIX
-from tests import trust_summarizers
-from tests.helpers import capture, make_thread
-from tests.trust_summarizers import AMOUNT, DROPS_AMOUNT, KEEPS_FACTS, ORDER, trust_settings
+from tests.helpers import (
+    AMOUNT,
+    DROPS_AMOUNT,
+    KEEPS_FACTS,
+    ORDER,
+    capture,
+    make_thread,
+    recording_settings,
+)
 
 BIG = 100_000
 #: A fold of the six oldest of eight loaded entries, the newest two kept verbatim.
@@ -59,13 +65,6 @@ KEPT = [
 ]
 GATE_DECLINE = {"THRESHOLD": 0.9, "ACTION": "decline"}
 GATE_APPEND = {"THRESHOLD": 0.9, "ACTION": "append"}
-
-
-@pytest.fixture(autouse=True)
-def _clear_calls() -> Iterator[None]:
-    trust_summarizers.CALLS.clear()
-    yield
-    trust_summarizers.CALLS.clear()
 
 
 def refund_thread() -> tuple[Thread, list[MemoryEntry]]:
@@ -216,13 +215,13 @@ def test_an_amount_in_any_convention_is_kept_by_the_same_value_only(
 
 @pytest.mark.django_db
 def test_a_summary_that_drops_the_amount_is_declined_out_loud_and_latched(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("drops_amount", FACT_GATE=GATE_DECLINE)
+    settings.AGENTMEMORY = recording_settings(DROPS_AMOUNT, FACT_GATE=GATE_DECLINE)
     thread, entries = refund_thread()
 
     with capture(signals.fold_declined) as declined, capture(signals.fold_completed) as done:
         first = services.recall(thread, BIG, **SMALL_FOLD)
 
-    assert len(trust_summarizers.CALLS) == 1
+    assert len(testing.calls) == 1
     assert first.decline == "lost-facts"
     assert first.folded_summary_id is None and first.summaries_used == []
     assert [m.id for m in first.messages] == [e.pk for e in entries]  # verbatim
@@ -244,7 +243,7 @@ def test_a_summary_that_drops_the_amount_is_declined_out_loud_and_latched(settin
     with capture(signals.fold_declined) as again:
         second = services.recall(thread, BIG, **SMALL_FOLD)
 
-    assert len(trust_summarizers.CALLS) == 1  # the latched span is never asked again
+    assert len(testing.calls) == 1  # the latched span is never asked again
     assert SummarizerCall.objects.filter(thread=thread).count() == 1
     assert second.decline == "lost-facts"
     assert [m.id for m in second.messages] == [e.pk for e in entries]
@@ -253,7 +252,7 @@ def test_a_summary_that_drops_the_amount_is_declined_out_loud_and_latched(settin
 
 @pytest.mark.django_db
 def test_a_grown_span_backs_off_until_it_has_doubled(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("drops_amount", FACT_GATE=GATE_DECLINE)
+    settings.AGENTMEMORY = recording_settings(DROPS_AMOUNT, FACT_GATE=GATE_DECLINE)
     thread, entries = refund_thread()
     services.recall(thread, BIG, **SMALL_FOLD)
     services.append(thread, {"role": "user", "content": "One more thing before you go."})
@@ -261,7 +260,7 @@ def test_a_grown_span_backs_off_until_it_has_doubled(settings: Any) -> None:
     with capture(signals.fold_declined) as declined:
         grown = services.recall(thread, BIG, **SMALL_FOLD)
 
-    assert len(trust_summarizers.CALLS) == 1  # a new key, but the same start
+    assert len(testing.calls) == 1  # a new key, but the same start
     assert grown.decline == "lost-facts"
     assert [(d["reason"], d["latched"]) for d in declined] == [("lost-facts", True)]
     latch = FoldLatch.objects.get(thread=thread)
@@ -272,7 +271,7 @@ def test_a_grown_span_backs_off_until_it_has_doubled(settings: Any) -> None:
 
 @pytest.mark.django_db
 def test_a_summary_that_keeps_the_facts_passes_the_gate(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("keeps_facts", FACT_GATE=GATE_DECLINE)
+    settings.AGENTMEMORY = recording_settings(KEEPS_FACTS, FACT_GATE=GATE_DECLINE)
     thread, entries = refund_thread()
 
     result = services.recall(thread, BIG, **SMALL_FOLD)
@@ -289,7 +288,7 @@ def test_a_summary_that_keeps_the_facts_passes_the_gate(settings: Any) -> None:
 def test_with_action_append_the_missing_facts_are_listed_after_the_model_text(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("drops_amount", FACT_GATE=GATE_APPEND)
+    settings.AGENTMEMORY = recording_settings(DROPS_AMOUNT, FACT_GATE=GATE_APPEND)
     thread, entries = refund_thread()
 
     result = services.recall(thread, BIG, **SMALL_FOLD)
@@ -311,7 +310,7 @@ def test_with_action_append_the_missing_facts_are_listed_after_the_model_text(
 
 @pytest.mark.django_db
 def test_without_a_threshold_nothing_is_measured_or_gated(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("drops_amount")  # FACT_GATE defaults: THRESHOLD None
+    settings.AGENTMEMORY = recording_settings(DROPS_AMOUNT)  # FACT_GATE defaults: THRESHOLD None
 
     result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
 
@@ -326,8 +325,8 @@ def test_without_a_threshold_nothing_is_measured_or_gated(settings: Any) -> None
 
 @pytest.mark.django_db
 def test_a_threshold_below_the_score_lets_the_summary_through(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings(
-        "drops_amount", FACT_GATE={"THRESHOLD": 0.5, "ACTION": "decline"}
+    settings.AGENTMEMORY = recording_settings(
+        DROPS_AMOUNT, FACT_GATE={"THRESHOLD": 0.5, "ACTION": "decline"}
     )
     result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
     assert result.decline is None and result.folded_summary_id is not None
@@ -360,9 +359,9 @@ def refund_window() -> list[dict[str, Any]]:
     return [REQUEST] + [{"role": roles[i % 2], "content": text} for i, text in enumerate(body)]
 
 
-def window_settings(function: str, **extra: Any) -> dict[str, Any]:
-    return trust_settings(
-        function,
+def window_settings(reply: str, **extra: Any) -> dict[str, Any]:
+    return recording_settings(
+        reply,
         WINDOW={"CLASS": "agentmemory.window.seams.SlidingWindow",
                 "OPTIONS": {"MAX_MESSAGES": 4}},
         **extra,
@@ -371,7 +370,7 @@ def window_settings(function: str, **extra: Any) -> dict[str, Any]:
 
 @pytest.mark.django_db
 def test_window_compaction_obeys_the_same_gate_and_latches(settings: Any) -> None:
-    settings.AGENTMEMORY = window_settings("drops_amount", FACT_GATE=GATE_DECLINE)
+    settings.AGENTMEMORY = window_settings(DROPS_AMOUNT, FACT_GATE=GATE_DECLINE)
     thread = make_thread()
     window = refund_window()
 
@@ -381,7 +380,7 @@ def test_window_compaction_obeys_the_same_gate_and_latches(settings: Any) -> Non
 
     assert first.refusal == second.refusal == "lost-facts"
     assert first.span is None and first.window == window == second.window
-    assert len(trust_summarizers.CALLS) == 1
+    assert len(testing.calls) == 1
     assert [(d["reason"], d["purpose"], d["latched"]) for d in declined] == [
         ("lost-facts", FoldPurpose.WINDOW_FOLD, False),
         ("lost-facts", FoldPurpose.WINDOW_FOLD, True),
@@ -397,7 +396,7 @@ def test_window_compaction_obeys_the_same_gate_and_latches(settings: Any) -> Non
 
 @pytest.mark.django_db
 def test_window_compaction_with_action_append_lists_the_missing_amount(settings: Any) -> None:
-    settings.AGENTMEMORY = window_settings("drops_amount", FACT_GATE=GATE_APPEND)
+    settings.AGENTMEMORY = window_settings(DROPS_AMOUNT, FACT_GATE=GATE_APPEND)
     thread = make_thread()
 
     result = compact(thread, refund_window())
@@ -413,7 +412,7 @@ def test_window_compaction_with_action_append_lists_the_missing_amount(settings:
 
 @pytest.mark.django_db
 def test_window_compaction_without_a_threshold_measures_nothing(settings: Any) -> None:
-    settings.AGENTMEMORY = window_settings("drops_amount")
+    settings.AGENTMEMORY = window_settings(DROPS_AMOUNT)
     result = compact(make_thread(), refund_window())
     assert result.span is not None
     assert result.span.content.split("\n")[1:] == [DROPS_AMOUNT]
@@ -422,7 +421,7 @@ def test_window_compaction_without_a_threshold_measures_nothing(settings: Any) -
 
 @pytest.mark.django_db
 def test_a_swallowed_summary_message_brings_its_facts_but_not_its_frame(settings: Any) -> None:
-    settings.AGENTMEMORY = window_settings("keeps_facts", FACT_GATE=GATE_DECLINE)
+    settings.AGENTMEMORY = window_settings(KEEPS_FACTS, FACT_GATE=GATE_DECLINE)
     thread = make_thread()
     first = compact(thread, refund_window(), iteration=12)
     assert first.span is not None and first.span.fact_score == 1.0

@@ -31,6 +31,10 @@ from agentmemory.models import EntryKind, MemoryEntry, Thread
 from tests.conftest import SEED_COUNTS
 from tests.openai_server import TEST_API_KEY, Failure, OpenAIServer, summarizer_settings
 
+#: The tests' eager app is current in every test here, so a fold sent eagerly does not
+#: depend on which app an earlier test left current; `publishing_app` swaps in a real one.
+pytestmark = pytest.mark.usefixtures("eager_celery")
+
 OFFLINE = {"BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer", "MODEL": "offline-1"}
 
 
@@ -90,22 +94,6 @@ class SilentServer:
         for client in self.accepted:
             client.close()
 
-
-@pytest.fixture(autouse=True)
-def eager_app() -> Iterator[None]:
-    """The tests' eager Celery app (tests/settings.py) is current in every test here, so
-    a test that counts on a fold sent eagerly does not depend on which app an earlier
-    test left current; `publishing_app` swaps in a real one where a test needs it."""
-    from celery import current_app
-
-    from tests.celery_app import app
-
-    previous = current_app._get_current_object()
-    app.set_current()
-    try:
-        yield
-    finally:
-        previous.set_current()
 
 
 @contextmanager

@@ -26,13 +26,21 @@ from agentmemory.models import (
     SummarizerCall,
     Thread,
 )
+from agentmemory.summarizers import testing
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
 from agentmemory.window.compact import compact
 from agentmemory.window.frame import span_fingerprint
 from agentmemory.window.seams import WindowMessage
-from tests import helpers
-from tests.helpers import add_turns, callable_settings, capture, make_thread, turn_messages
+from tests.helpers import (
+    AT_LENGTH,
+    SHORT_SUMMARY,
+    add_turns,
+    capture,
+    make_thread,
+    recording_settings,
+    turn_messages,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -45,19 +53,12 @@ WHOLE_THREAD = {"LOAD_COUNT": 1000, "TRIGGER_MIN_ENTRIES": 2, "PRESERVE_RECENT":
 SLIDING = {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {"MAX_MESSAGES": 6}}
 REQUEST = {"role": "user", "content": "Chase every late order and tell me what you find."}
 
-#: (summarizer function, FACT_GATE, the refusal): a summary that drops the span's dates
+#: (summarizer reply, FACT_GATE, the refusal): a summary that drops the span's dates
 #: and statuses, and one longer than any span here.
 REFUSALS = [
-    pytest.param("summarize_briefly", GATE, DeclineReason.LOST_FACTS, id="lost-facts"),
-    pytest.param("summarize_at_length", None, DeclineReason.NOT_SMALLER, id="not-smaller"),
+    pytest.param(SHORT_SUMMARY, GATE, DeclineReason.LOST_FACTS, id="lost-facts"),
+    pytest.param(AT_LENGTH, None, DeclineReason.NOT_SMALLER, id="not-smaller"),
 ]
-
-
-@pytest.fixture(autouse=True)
-def _clear_calls() -> Iterator[None]:
-    helpers.CALLS.clear()
-    yield
-    helpers.CALLS.clear()
 
 
 def rebind(monkeypatch: pytest.MonkeyPatch, function: Any, replacement: Any) -> None:
@@ -69,9 +70,9 @@ def rebind(monkeypatch: pytest.MonkeyPatch, function: Any, replacement: Any) -> 
                     monkeypatch.setattr(module, attribute, replacement)
 
 
-def settings_for(function: str, gate: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
-    return callable_settings(
-        function, FACT_GATE=gate or {"THRESHOLD": None}, WINDOW=SLIDING, **WHOLE_THREAD,
+def settings_for(reply: str, gate: dict[str, Any] | None, **extra: Any) -> dict[str, Any]:
+    return recording_settings(
+        reply, FACT_GATE=gate or {"THRESHOLD": None}, WINDOW=SLIDING, **WHOLE_THREAD,
         **extra,
     )
 
@@ -125,21 +126,21 @@ OUTCOMES = {
 
 
 @pytest.mark.parametrize("fold, purpose", FOLDS)
-@pytest.mark.parametrize("function, gate, reason", REFUSALS)
+@pytest.mark.parametrize("reply, gate, reason", REFUSALS)
 def test_a_growing_span_pays_for_one_refusal_until_it_has_doubled(
     settings: Any,
     fold: Callable[[Thread, int], Folded],
     purpose: str,
-    function: str,
+    reply: str,
     gate: dict[str, Any] | None,
     reason: DeclineReason,
 ) -> None:
-    settings.AGENTMEMORY = settings_for(function, gate)
+    settings.AGENTMEMORY = settings_for(reply, gate)
     thread = make_thread()
 
     decline, refused, start = fold(thread, 3)  # folded: turns 1-2; kept: turn 3
 
-    assert decline == reason and len(helpers.CALLS) == 1
+    assert decline == reason and len(testing.calls) == 1
     latch = FoldLatch.objects.get(thread=thread)
     assert (latch.purpose, latch.reason, latch.start_key, latch.span_tokens) == (
         purpose, reason, start, refused
@@ -154,10 +155,10 @@ def test_a_growing_span_pays_for_one_refusal_until_it_has_doubled(
             if tokens >= 2 * refused:
                 break
             backed_off += 1
-            assert len(helpers.CALLS) == 1, f"paid again at {turns} turns"
+            assert len(testing.calls) == 1, f"paid again at {turns} turns"
 
     assert backed_off >= 1
-    assert len(helpers.CALLS) == 2  # doubled: asked exactly once more
+    assert len(testing.calls) == 2  # doubled: asked exactly once more
     assert [d["latched"] for d in declined] == [True] * backed_off + [False]
     assert list(SummarizerCall.objects.values_list("outcome", flat=True)) == [
         OUTCOMES[reason]
@@ -166,7 +167,7 @@ def test_a_growing_span_pays_for_one_refusal_until_it_has_doubled(
 
 
 def test_latched_answers_for_a_span_without_folding_it(settings: Any) -> None:
-    settings.AGENTMEMORY = settings_for("summarize_at_length", None)
+    settings.AGENTMEMORY = settings_for(AT_LENGTH, None)
     thread = make_thread()
     add_turns(thread, 3)
     services.recall(thread, BIG)
@@ -190,7 +191,7 @@ def test_latched_answers_for_a_span_without_folding_it(settings: Any) -> None:
 
 
 def test_regenerate_ignores_latches(settings: Any) -> None:
-    settings.AGENTMEMORY = settings_for("summarize_briefly", None)
+    settings.AGENTMEMORY = settings_for(SHORT_SUMMARY, None)
     thread = make_thread()
     add_turns(thread, 3)
     folded = services.recall(thread, BIG)
@@ -204,7 +205,7 @@ def test_regenerate_ignores_latches(settings: Any) -> None:
 
     outcome = services.regenerate(summary)
 
-    assert outcome.folded and len(helpers.CALLS) == 2
+    assert outcome.folded and len(testing.calls) == 2
 
 
 # ---------------------------------------------------------------- no gate, no extraction
@@ -229,7 +230,7 @@ def test_without_a_threshold_no_facts_are_extracted(
     settings: Any, fact_checks: list[int], threshold: float | None, measured: bool
 ) -> None:
     settings.AGENTMEMORY = settings_for(
-        "summarize_briefly", {"THRESHOLD": threshold, "ACTION": "decline"}
+        SHORT_SUMMARY, {"THRESHOLD": threshold, "ACTION": "decline"}
     )
     thread = make_thread()
     add_turns(thread, 3)
@@ -254,7 +255,7 @@ def test_without_a_threshold_no_facts_are_extracted(
 
 
 class _Watched(list[Any]):
-    """helpers.CALLS that also notes whether each summarizer call ran inside the engine."""
+    """testing.calls that also notes whether each summarizer call ran inside the engine."""
 
     def __init__(self, depth: list[int]) -> None:
         super().__init__()
@@ -283,7 +284,7 @@ def attempts(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[list[dict[str, A
 
     rebind(monkeypatch, real, recording)
     watched = _Watched(depth)
-    monkeypatch.setattr(helpers, "CALLS", watched)
+    monkeypatch.setattr(testing, "calls", watched)
     yield seen, watched
 
 
@@ -291,7 +292,7 @@ def test_recall_background_regenerate_and_compact_all_go_through_attempt_fold(
     settings: Any, attempts: tuple[list[dict[str, Any]], _Watched]
 ) -> None:
     seen, calls = attempts
-    settings.AGENTMEMORY = settings_for("summarize_briefly", None)
+    settings.AGENTMEMORY = settings_for(SHORT_SUMMARY, None)
     inline, background = make_thread(), make_thread()
     add_turns(inline, 3)
     add_turns(background, 3)

@@ -8,7 +8,6 @@ covers turns 1-3 (12 entries) and keeps turns 4-5 verbatim.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -41,13 +40,16 @@ from agentmemory.transcript import (
 )
 from tests import helpers
 from tests.helpers import (
+    AT_LENGTH,
+    BLANK,
     INJECTION,
     SHORT_SUMMARY,
     add_turns,
     add_user_messages,
-    callable_settings,
+    broken,
     capture,
     make_thread,
+    recording_settings,
     snapshot,
 )
 
@@ -56,13 +58,6 @@ pytestmark = pytest.mark.django_db
 NOW = datetime(2026, 11, 30, 12, 0, tzinfo=UTC)
 BIG = 100_000
 NO_FOLD = {"trigger_min_entries": 10_000}
-
-
-@pytest.fixture
-def calls() -> Iterator[list[list[dict[str, str]]]]:
-    helpers.CALLS.clear()
-    yield helpers.CALLS
-    helpers.CALLS.clear()
 
 
 def messages_of(thread: Thread) -> list[MemoryEntry]:
@@ -189,34 +184,34 @@ def test_expand_refuses_a_message() -> None:
 # ---------------------------------------------------------------- law 2
 
 
-def test_unfold_keeps_the_next_recall_verbatim_even_when_a_fold_is_due(calls: list) -> None:
+def test_unfold_keeps_the_next_recall_verbatim_even_when_a_fold_is_due(recorded: list) -> None:
     """Law 1: unfolding is not a request to pay for the same fold again."""
     thread = make_thread()
     entries = add_turns(thread, 5, now=NOW)
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         summary = MemoryEntry.objects.get(
             pk=services.recall(thread, BIG, now=NOW).folded_summary_id
         )
-        helpers.CALLS.clear()
+        recorded.clear()
         services.unfold(summary)
         result = services.recall(thread, BIG, now=NOW)
 
-    assert calls == []
+    assert recorded == []
     assert result.decline == "unfolded" and result.folded_summary_id is None
     assert [m.id for m in result.messages] == [e.pk for e in entries]
 
 
-def test_one_call_per_span_written_back_under_its_key(calls: list) -> None:
+def test_one_call_per_span_written_back_under_its_key(recorded: list) -> None:
     thread = make_thread()
     entries = add_turns(thread, 5, now=NOW)
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         first = services.recall(thread, BIG, now=NOW)
         second = services.recall(thread, BIG, now=NOW)
         memory_settings.reload()  # a new process reads the same row
         third = services.recall(thread, BIG, now=NOW)
 
-    assert len(calls) == 1
+    assert len(recorded) == 1
     [summary] = summaries_of(thread)
     assert summary.summary_key == "msg-summary-1-3"
     assert summary.content.endswith("\n" + SHORT_SUMMARY)
@@ -250,17 +245,22 @@ def test_the_summary_key_is_unique_per_thread_in_the_database() -> None:
     assert MemoryEntry.objects.filter(summary_key="msg-summary-1-3").count() == 2
 
 
-def test_two_folds_of_the_same_span_at_once_leave_one_summary(calls: list) -> None:
+def test_two_folds_of_the_same_span_at_once_leave_one_summary(recorded: list) -> None:
     thread = make_thread()
     add_turns(thread, 5, now=NOW)
-    helpers.RACE["thread"] = thread
+    racing = [thread]
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_while_another_folds")):
+    def another_fold_meanwhile(prompt: list[dict[str, str]]) -> str:
+        if racing:
+            services.fold(racing.pop())
+        return SHORT_SUMMARY
+
+    with override_settings(AGENTMEMORY=recording_settings(another_fold_meanwhile)):
         with capture(signals.fold_declined) as declined:
             # While this fold's call is in flight, another worker folds the same span.
             outcome = services.fold(thread, now=NOW)
 
-    assert len(calls) == 2
+    assert len(recorded) == 2
     assert not outcome.folded and outcome.decline == "already-folded"
     [summary] = summaries_of(thread)
     assert summary.summary_key == "msg-summary-1-3"
@@ -270,10 +270,10 @@ def test_two_folds_of_the_same_span_at_once_leave_one_summary(calls: list) -> No
     assert [d["reason"] for d in declined] == ["already-folded"]
 
 
-def test_a_fold_planned_before_another_was_written_makes_no_call(calls: list) -> None:
+def test_a_fold_planned_before_another_was_written_makes_no_call(recorded: list) -> None:
     thread = make_thread()
     add_turns(thread, 5, now=NOW)
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         config = RecallConfig.build()
         # Two workers planned from the same load; the second starts after the first wrote.
         plan_a = plan_fold(load_visible(thread, config, NOW, 0).entries, config)
@@ -282,13 +282,13 @@ def test_a_fold_planned_before_another_was_written_makes_no_call(calls: list) ->
         first = fold_span(thread, plan_a, config, get_summarizer())
         second = fold_span(thread, plan_b, config, get_summarizer())
 
-    assert len(calls) == 1
+    assert len(recorded) == 1
     assert first.folded and (second.folded, second.decline) == (False, "already-folded")
     assert [s.pk for s in summaries_of(thread)] == [first.summary.pk]
     assert SummarizerCall.objects.get().outcome == CallOutcome.FOLDED
 
 
-def test_a_turn_longer_than_the_load_window_does_not_buy_a_call_per_recall(calls: list) -> None:
+def test_a_turn_longer_than_the_load_window_does_not_buy_a_call_per_recall(recorded: list) -> None:
     """Regression: a span starting inside turn 1 repeated an older summary's key
     (``msg-summary-1-1``) on every recall, and each recall paid for a call that the
     unique key then threw away."""
@@ -302,14 +302,14 @@ def test_a_turn_longer_than_the_load_window_does_not_buy_a_call_per_recall(calls
         now=NOW,
     )
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         results = [services.recall(thread, BIG, now=NOW) for _ in range(4)]
 
-    assert len(calls) <= 1
+    assert len(recorded) <= 1
     assert not SummarizerCall.objects.filter(outcome=CallOutcome.DECLINED).exists()
     assert all(r.folded_summary_id is None for r in results[1:])
     keys = [s.summary_key for s in summaries_of(thread)]
-    assert len(keys) == len(calls)
+    assert len(keys) == len(recorded)
 
 
 # ---------------------------------------------------------------- law 3
@@ -420,17 +420,17 @@ def test_the_load_edge_skips_only_the_turn_it_cuts() -> None:
 # ---------------------------------------------------------------- law 4(a)
 
 
-def test_below_the_trigger_no_call_and_a_decline_signal(calls: list) -> None:
+def test_below_the_trigger_no_call_and_a_decline_signal(recorded: list) -> None:
     thread = make_thread()
     entries = add_turns(thread, 4, now=NOW)  # 16 loaded, the trigger is 20
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         with capture(signals.fold_declined) as declined, capture(
             signals.fold_completed
         ) as completed:
             result = services.recall(thread, BIG, now=NOW)
 
-    assert calls == []
+    assert recorded == []
     assert result.decline == "not-worth-a-call"
     assert [m.id for m in result.messages] == [e.pk for e in entries]
     assert completed == []
@@ -444,21 +444,21 @@ def test_below_the_trigger_no_call_and_a_decline_signal(calls: list) -> None:
     assert summaries_of(thread) == []
 
 
-def test_below_min_fold_entries_no_call_and_a_decline_signal(calls: list) -> None:
+def test_below_min_fold_entries_no_call_and_a_decline_signal(recorded: list) -> None:
     thread = make_thread()
     add_user_messages(thread, 6, now=NOW)
     knobs = {"trigger_min_entries": 6, "preserve_recent": 2}
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         with capture(signals.fold_declined) as declined:
             # Keeping 2 of 6 leaves 4 foldable entries, one short of the minimum.
             short = services.recall(thread, BIG, now=NOW, min_fold_entries=5, **knobs)
-        assert calls == []
+        assert recorded == []
         enough = services.recall(thread, BIG, now=NOW, min_fold_entries=4, **knobs)
 
     assert short.decline == "not-worth-a-call" and short.folded_summary_id is None
     assert [d["reason"] for d in declined] == ["not-worth-a-call"]
-    assert len(calls) == 1
+    assert len(recorded) == 1
     assert enough.folded_summary_id is not None
     assert MemoryEntry.objects.get(pk=enough.folded_summary_id).coverage.entry_count == 4
 
@@ -467,18 +467,18 @@ def test_below_min_fold_entries_no_call_and_a_decline_signal(calls: list) -> Non
 
 
 def test_a_failing_summarizer_never_fails_a_recall(
-    calls: list, caplog: pytest.LogCaptureFixture
+    recorded: list, caplog: pytest.LogCaptureFixture
 ) -> None:
     thread = make_thread()
     entries = add_turns(thread, 5, now=NOW)
     caplog.set_level(logging.WARNING, logger="agentmemory")
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_broken")):
+    with override_settings(AGENTMEMORY=recording_settings(error=broken())):
         with capture(signals.fold_declined) as declined:
             first = services.recall(thread, BIG, now=NOW)
             second = services.recall(thread, BIG, now=NOW)
 
-    assert len(calls) == 2  # no latch on failure: each recall tries its one call
+    assert len(recorded) == 2  # no latch on failure: each recall tries its one call
     for result in (first, second):
         assert result.decline == "summarizer-failed"
         assert result.folded_summary_id is None
@@ -501,14 +501,14 @@ def test_a_failing_summarizer_never_fails_a_recall(
     assert not MemoryEntry.objects.filter(covered_by__isnull=False).exists()
 
 
-def test_a_blank_answer_counts_as_a_failure(calls: list) -> None:
+def test_a_blank_answer_counts_as_a_failure(recorded: list) -> None:
     thread = make_thread()
     add_turns(thread, 5, now=NOW)
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_blank")):
+    with override_settings(AGENTMEMORY=recording_settings(BLANK)):
         result = services.recall(thread, BIG, now=NOW)
 
-    assert len(calls) == 1
+    assert len(recorded) == 1
     assert result.decline == "summarizer-failed"
     assert summaries_of(thread) == []
     assert SummarizerCall.objects.get().outcome == CallOutcome.FAILED
@@ -517,16 +517,16 @@ def test_a_blank_answer_counts_as_a_failure(calls: list) -> None:
 # ---------------------------------------------------------------- law 4(c)
 
 
-def test_a_summary_not_smaller_than_its_span_is_refused_and_latched(calls: list) -> None:
+def test_a_summary_not_smaller_than_its_span_is_refused_and_latched(recorded: list) -> None:
     """THE REQUIRED TEST for law 4(c)."""
     thread = make_thread()
     entries = add_turns(thread, 10, with_tools=False, now=NOW)  # 20 entries, turns of 2
     load_all = {"load_count": 50}
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_at_length")):
+    with override_settings(AGENTMEMORY=recording_settings(AT_LENGTH)):
         with capture(signals.fold_declined) as declined:
             first = services.recall(thread, BIG, now=NOW, **load_all)
-        assert len(calls) == 1
+        assert len(recorded) == 1
         [latch] = FoldLatch.objects.filter(thread=thread)
         assert latch.reason == "not-smaller"
         assert latch.entry_count == 14  # keeping 5 cuts turn 8: turns 1-7 are the span
@@ -545,7 +545,7 @@ def test_a_summary_not_smaller_than_its_span_is_refused_and_latched(calls: list)
         memory_settings.reload()
         with capture(signals.fold_declined) as declined_again:
             second = services.recall(thread, BIG, now=NOW, **load_all)
-        assert len(calls) == 1
+        assert len(recorded) == 1
         assert second.decline == "not-smaller"
         assert [(d["reason"], d["latched"]) for d in declined_again] == [("not-smaller", True)]
         assert SummarizerCall.objects.filter(thread=thread).count() == 1
@@ -556,7 +556,7 @@ def test_a_summary_not_smaller_than_its_span_is_refused_and_latched(calls: list)
         with capture(signals.fold_declined) as declined_grown:
             third = services.recall(thread, BIG, now=NOW, **load_all)
 
-    assert len(calls) == 1
+    assert len(recorded) == 1
     assert third.decline == "not-smaller"
     assert [(d["reason"], d["latched"]) for d in declined_grown] == [("not-smaller", True)]
     assert FoldLatch.objects.filter(thread=thread).count() == 1
@@ -602,33 +602,33 @@ def test_every_fold_sends_fold_completed_with_model_and_usage() -> None:
 # ---------------------------------------------------------------- law 5
 
 
-def test_never_fold_less_than_you_keep(calls: list) -> None:
+def test_never_fold_less_than_you_keep(recorded: list) -> None:
     thread = make_thread()
     add_user_messages(thread, 13, now=NOW)
     knobs = {"MIN_FOLD_ENTRIES": 2, "PRESERVE_RECENT": 8, "TRIGGER_MIN_ENTRIES": 10}
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly", **knobs)):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY, **knobs)):
         assert RecallConfig.build().effective_min_fold == 8
         # 13 loaded, 8 kept: a span of 5 is more than MIN_FOLD_ENTRIES, less than kept.
         small = services.recall(thread, BIG, now=NOW)
-        assert calls == []
+        assert recorded == []
         add_user_messages(thread, 3, start=14, now=NOW)
         large = services.recall(thread, BIG, now=NOW)
 
     assert small.decline == "not-worth-a-call"
-    assert len(calls) == 1
+    assert len(recorded) == 1
     assert MemoryEntry.objects.get(pk=large.folded_summary_id).coverage.entry_count == 8
 
 
 # ---------------------------------------------------------------- law 6
 
 
-def test_prompt_injection_stays_data(calls: list) -> None:
+def test_prompt_injection_stays_data(recorded: list) -> None:
     """THE REQUIRED TEST for law 6."""
     thread = make_thread()
     entries = add_turns(thread, 5, now=NOW)
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_with_injection")):
+    with override_settings(AGENTMEMORY=recording_settings(INJECTION)):
         result = services.recall(thread, BIG, now=NOW)
 
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
@@ -640,7 +640,7 @@ def test_prompt_injection_stays_data(calls: list) -> None:
     assert "test-model" in label and "originals are retained" in label
     assert result.messages[0].content == summary.content
 
-    [prompt] = calls
+    [prompt] = recorded
     assert [message["role"] for message in prompt] == ["system", "user"]
     assert prompt[0]["content"] == DEFAULT_INSTRUCTION
     assert TRANSCRIPT_OPEN in prompt[0]["content"] and TRANSCRIPT_CLOSE in prompt[0]["content"]
@@ -654,22 +654,22 @@ def test_prompt_injection_stays_data(calls: list) -> None:
     assert lines[4].startswith("assistant: Order 1 is in transit")
 
 
-def test_an_instruction_inside_the_conversation_is_sent_as_transcript(calls: list) -> None:
+def test_an_instruction_inside_the_conversation_is_sent_as_transcript(recorded: list) -> None:
     thread = make_thread()
     services.append(thread, {"role": "user", "content": f"{INJECTION}. Then summarize."})
     add_turns(thread, 5, now=NOW)
 
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         services.recall(thread, BIG, now=NOW, load_count=50)
 
-    [prompt] = calls
+    [prompt] = recorded
     assert INJECTION not in prompt[0]["content"]
     transcript = prompt[1]["content"]
     opened, closed = transcript.index(TRANSCRIPT_OPEN), transcript.index(TRANSCRIPT_CLOSE)
     assert opened < transcript.index(f"user: {INJECTION}") < closed
 
 
-def test_a_domain_replaces_the_instruction_but_not_the_delimiters_or_label(calls: list) -> None:
+def test_a_domain_replaces_the_instruction_but_not_the_delimiters_or_label(recorded: list) -> None:
     thread, other = make_thread(), make_thread()
     add_turns(thread, 5, now=NOW)
     add_turns(other, 5, now=NOW)
@@ -679,14 +679,15 @@ def test_a_domain_replaces_the_instruction_but_not_the_delimiters_or_label(calls
     )
 
     with override_settings(
-        AGENTMEMORY=callable_settings("summarize_briefly", SUMMARY_INSTRUCTION=instruction)
+        AGENTMEMORY=recording_settings(SHORT_SUMMARY, SUMMARY_INSTRUCTION=instruction)
     ):
         configured = services.recall(thread, BIG, now=NOW)
-    with override_settings(AGENTMEMORY=callable_settings("summarize_briefly")):
+    with override_settings(AGENTMEMORY=recording_settings(SHORT_SUMMARY)):
         per_call = services.recall(other, BIG, now=NOW, instruction="Be terse. " + instruction)
 
-    assert [prompt[0]["content"] for prompt in calls] == [instruction, "Be terse. " + instruction]
-    for prompt in calls:
+    instructions = [prompt[0]["content"] for prompt in recorded]
+    assert instructions == [instruction, "Be terse. " + instruction]
+    for prompt in recorded:
         lines = prompt[1]["content"].split("\n")
         assert (lines[0], lines[-1]) == (TRANSCRIPT_OPEN, TRANSCRIPT_CLOSE)
         assert lines[1] == f"user: {helpers.user_text(1)}"

@@ -48,7 +48,7 @@ from agentmemory.models import (
 from agentmemory.redaction import MAX_ERROR_CHARS, describe_error, redact
 from agentmemory.tasks import fold_thread
 from agentmemory.window.compact import compact
-from tests.helpers import add_user_messages, callable_settings, make_thread
+from tests.helpers import INJECTION, add_user_messages, make_thread, recording_settings
 from tests.openai_server import TEST_API_KEY, Delay, OpenAIServer, Reply, summarizer_settings
 
 pytestmark = pytest.mark.django_db
@@ -334,7 +334,7 @@ SUMMARY_EDITS: dict[str, Any] = {
 def flagged_summary() -> MemoryEntry:
     """A summary whose output tripped the quarantine: it carries injection flags."""
     summary = folded_summary(
-        **callable_settings("summarize_with_injection"),
+        **recording_settings(INJECTION),
         FACT_GATE={"THRESHOLD": 0.0, "ACTION": "append"},
     )
     assert summary.coverage.injection_flags and summary.coverage.fact_score is not None

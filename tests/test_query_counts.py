@@ -16,8 +16,8 @@ from django.test.utils import CaptureQueriesContext
 
 from agentmemory import services
 from agentmemory.models import MemoryEntry, Thread
-from tests import helpers
-from tests.helpers import add_turns, callable_settings, make_thread
+from agentmemory.summarizers import testing
+from tests.helpers import AT_LENGTH, add_turns, make_thread, recording_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -82,9 +82,9 @@ def test_a_recall_that_does_not_fold_costs_the_same_on_50_and_5000_entries() -> 
 
 
 def test_a_recall_answered_by_a_latch_costs_the_same_on_50_and_5000_entries() -> None:
-    helpers.CALLS.clear()
+    testing.calls.clear()
     counts = []
-    with override_settings(AGENTMEMORY=callable_settings("summarize_at_length")):
+    with override_settings(AGENTMEMORY=recording_settings(AT_LENGTH)):
         for size in SIZES:
             thread = build(size)
             assert services.recall(thread, BIG, now=NOW).decline == "not-smaller"
@@ -96,7 +96,7 @@ def test_a_recall_answered_by_a_latch_costs_the_same_on_50_and_5000_entries() ->
             assert len(result.messages) + result.omitted == 20
             counts.append(count)
 
-    assert len(helpers.CALLS) == 2  # one per thread: the latch answered the second recalls
+    assert len(testing.calls) == 2  # one per thread: the latch answered the second recalls
     assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
     assert counts[0] == 4  # the load, the lease taken and given back, and the latch
 

@@ -29,11 +29,10 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.receipts import savings, summary_savings
+from agentmemory.summarizers import testing
 from agentmemory.window.compact import compact
-from tests import trust_summarizers
-from tests.helpers import add_user_messages, capture, make_thread
+from tests.helpers import PLAIN, add_user_messages, capture, make_thread, recording_settings
 from tests.openai_server import OpenAIServer
-from tests.trust_summarizers import trust_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -43,10 +42,8 @@ API = "/api/memory/"
 
 @pytest.fixture(autouse=True)
 def _clean() -> Iterator[None]:
-    trust_summarizers.CALLS.clear()
     cache.clear()
     yield
-    trust_summarizers.CALLS.clear()
 
 
 @pytest.fixture
@@ -170,28 +167,28 @@ def test_a_refused_call_is_paid_for_and_counts_toward_the_quota(
 
 
 def test_an_owner_override_lowers_the_quota(settings: Any, owner: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=1_000_000)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=1_000_000)
     OwnerQuota.objects.create(owner=owner, daily_tokens=500)
     spend(owner, 500)
     thread, _ = foldable_thread(owner)
 
     assert ledger.daily_quota(owner.pk) == 500
     assert services.recall(thread, BIG).decline == "quota-exceeded"
-    assert trust_summarizers.CALLS == []
+    assert testing.calls == []
 
 
 def test_an_owner_override_raises_the_quota(settings: Any, owner: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=500)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=500)
     OwnerQuota.objects.create(owner=owner, daily_tokens=20_000)  # room for the estimate
     spend(owner, 500)
     thread, _ = foldable_thread(owner)
 
     assert services.recall(thread, BIG).folded_summary_id is not None
-    assert len(trust_summarizers.CALLS) == 1
+    assert len(testing.calls) == 1
 
 
 def test_an_override_of_none_means_unlimited(settings: Any, owner: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=1)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=1)
     OwnerQuota.objects.create(owner=owner, daily_tokens=None)
     spend(owner, 10_000_000)
     thread, _ = foldable_thread(owner)
@@ -204,17 +201,17 @@ def test_without_an_override_the_setting_applies_and_none_means_no_quota(
     settings: Any, owner: Any
 ) -> None:
     spend(owner, 2_000)
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=2_000)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=2_000)
     thread, _ = foldable_thread(owner)
     assert services.recall(thread, BIG).decline == "quota-exceeded"
 
-    settings.AGENTMEMORY = trust_settings("plain")  # DAILY_TOKEN_QUOTA None
+    settings.AGENTMEMORY = recording_settings(PLAIN)  # DAILY_TOKEN_QUOTA None
     assert services.recall(thread, BIG).folded_summary_id is not None
 
 
 def test_only_todays_tokens_of_this_owner_count(settings: Any, owner: Any) -> None:
     # Room for one call's estimate over 999, not over 999 + 50,000.
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=20_000)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=20_000)
     other = get_user_model().objects.create_user("bob")
     spend(owner, 999)
     spend(owner, 50_000, when=timezone.now() - timedelta(days=1, hours=1))
@@ -227,7 +224,7 @@ def test_only_todays_tokens_of_this_owner_count(settings: Any, owner: Any) -> No
 
 
 def test_threads_without_an_owner_are_not_limited(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=1)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=1)
     spend(None, 10_000_000)
     thread, _ = foldable_thread()
 
@@ -235,7 +232,7 @@ def test_threads_without_an_owner_are_not_limited(settings: Any) -> None:
 
 
 def test_a_fold_outside_recall_obeys_the_quota(settings: Any, owner: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=100)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=100)
     spend(owner, 100)
     thread, _ = foldable_thread(owner)
 
@@ -244,12 +241,12 @@ def test_a_fold_outside_recall_obeys_the_quota(settings: Any, owner: Any) -> Non
 
     assert outcome.decline == "quota-exceeded"
     assert [o.decline for o in background] == ["quota-exceeded"]
-    assert trust_summarizers.CALLS == []
+    assert testing.calls == []
 
 
 def test_window_compaction_obeys_the_quota(settings: Any, owner: Any) -> None:
-    settings.AGENTMEMORY = trust_settings(
-        "plain",
+    settings.AGENTMEMORY = recording_settings(
+        PLAIN,
         DAILY_TOKEN_QUOTA=10_000,
         WINDOW={"CLASS": "agentmemory.window.seams.SlidingWindow",
                 "OPTIONS": {"MAX_MESSAGES": 4}},
@@ -273,7 +270,7 @@ def test_window_compaction_obeys_the_quota(settings: Any, owner: Any) -> None:
     assert [(d["reason"], d["purpose"]) for d in declined] == [
         ("quota-exceeded", FoldPurpose.WINDOW_FOLD)
     ]
-    assert len(trust_summarizers.CALLS) == 1
+    assert len(testing.calls) == 1
     assert not SummarizerCall.objects.filter(thread=other).exists()
 
 
@@ -341,7 +338,7 @@ def test_savings_of_a_thread_that_spent_nothing_has_no_ratio(owner: Any) -> None
 def test_owner_spending_survives_the_erasure_of_the_thread(
     settings: Any, owner: Any
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", RECEIPTS=True, DAILY_TOKEN_QUOTA=1_000)
+    settings.AGENTMEMORY = recording_settings(PLAIN, RECEIPTS=True, DAILY_TOKEN_QUOTA=1_000)
     spend(owner, 600)
     thread, _ = foldable_thread(owner)
     call = SummarizerCall.objects.create(
@@ -360,7 +357,7 @@ def test_owner_spending_survives_the_erasure_of_the_thread(
 
 
 def test_a_quota_of_zero_blocks_every_fold_and_says_so(settings: Any, owner: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     quota = OwnerQuota.objects.create(owner=owner, daily_tokens=0)
     thread, _ = foldable_thread(owner)
 
@@ -373,7 +370,7 @@ def test_a_quota_of_zero_blocks_every_fold_and_says_so(settings: Any, owner: Any
 def test_regenerating_over_the_quota_keeps_the_current_summary(
     settings: Any, owner: Any
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", DAILY_TOKEN_QUOTA=10_000)
+    settings.AGENTMEMORY = recording_settings(PLAIN, DAILY_TOKEN_QUOTA=10_000)
     thread, entries = foldable_thread(owner)
     summary = MemoryEntry.objects.get(pk=services.recall(thread, BIG).folded_summary_id)
     spend(owner, 10_000 - ledger.tokens_used_today(owner.pk))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from datetime import timedelta
 
 import pytest
@@ -24,7 +23,8 @@ from agentmemory.models import (
 from agentmemory.pipeline.budget import NEWEST_TURN_TOO_LARGE
 from agentmemory.pipeline.config import InvalidRecallOption
 from agentmemory.pipeline.plan import MAX_SUMMARY_LEVEL
-from tests.helpers import callable_settings, turn_messages
+from agentmemory.summarizers import testing
+from tests.helpers import SHORT_SUMMARY, recording_settings, turn_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -168,13 +168,6 @@ def test_a_ttl_added_mid_thread_never_leaves_a_summary_that_outlives_its_origina
 
 PARALLEL = 8
 BARRIER = threading.Barrier(PARALLEL)
-IN_CALL = threading.Event()
-
-
-def slow_summary(messages: list[dict[str, str]]) -> str:
-    IN_CALL.set()
-    time.sleep(0.5)  # every other recall arrives while this call is in flight
-    return "The user asked about parcels; the agent looked them up."
 
 
 @pytest.mark.postgres_only
@@ -182,13 +175,12 @@ def slow_summary(messages: list[dict[str, str]]) -> str:
 def test_parallel_inline_recalls_of_a_due_thread_pay_for_one_summary(on_postgres: bool) -> None:
     if not on_postgres:
         pytest.skip("concurrent writers need PostgreSQL")
-    settings = callable_settings("summarize_briefly")
-    settings["SUMMARIZER"]["OPTIONS"]["FUNCTION"] = "tests.test_recall_regressions.slow_summary"
+    # Slow: every other recall arrives while this call is in flight.
+    settings = recording_settings(SHORT_SUMMARY, delay=0.5)
     with override_settings(AGENTMEMORY=settings):
         thread = Thread.objects.create()
         services.append(thread, [m for n in range(1, 41) for m in turn_messages(n)])
         results: list[object] = []
-        IN_CALL.clear()
 
         def recall() -> None:
             try:
@@ -204,7 +196,7 @@ def test_parallel_inline_recalls_of_a_due_thread_pay_for_one_summary(on_postgres
             worker.start()
         for worker in workers:
             worker.join(timeout=60)
-        assert IN_CALL.is_set()
+        assert testing.calls
         assert not [r for r in results if isinstance(r, Exception | AgentMemoryError)]
         calls = SummarizerCall.objects.filter(thread=thread)
         assert calls.count() == calls.filter(outcome="folded").count()
@@ -212,21 +204,18 @@ def test_parallel_inline_recalls_of_a_due_thread_pay_for_one_summary(on_postgres
         assert len(contexts) == 1, "every recall waited for the one fold and saw its summary"
 
 
-def fixed_summary(messages: list[dict[str, str]]) -> str:
-    """About a hundred tokens whatever the span, like a model asked to be brief."""
-    return (
-        "The user is chasing late parcel orders and refunds. The agent looked each order "
-        "up, reported carrier, status and delivery dates, confirmed the refunds approved "
-        "and their amounts, and promised to follow up on the parcels still in transit. "
-        "Open: the newest orders named and any refund still pending."
-    )
+#: About a hundred tokens whatever the span, like a model asked to be brief.
+FIXED_SUMMARY = (
+    "The user is chasing late parcel orders and refunds. The agent looked each order "
+    "up, reported carrier, status and delivery dates, confirmed the refunds approved "
+    "and their amounts, and promised to follow up on the parcels still in transit. "
+    "Open: the newest orders named and any refund still pending."
+)
 
 
 def test_a_small_room_never_nests_summaries_deeper_than_the_cap() -> None:
     # At 1,000 tokens the room holds one summary: every fold is merged with the last one.
-    settings = callable_settings("summarize_briefly")
-    settings["SUMMARIZER"]["OPTIONS"]["FUNCTION"] = "tests.test_recall_regressions.fixed_summary"
-    with override_settings(AGENTMEMORY=settings):
+    with override_settings(AGENTMEMORY=recording_settings(FIXED_SUMMARY)):
         thread = Thread.objects.create()
         results = converse(thread, range(1, 101), 1000)
     levels = SummaryCoverage.objects.filter(summary__thread=thread)

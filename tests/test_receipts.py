@@ -23,9 +23,14 @@ from agentmemory.checks import check_settings
 from agentmemory.conf import DEFAULTS
 from agentmemory.models import MemoryEntry, RecallReceipt, ReceiptItem, Thread
 from agentmemory.receipts import receipts_at_turn, replay
-from tests import trust_summarizers
-from tests.helpers import add_turns, add_user_messages, make_thread
-from tests.trust_summarizers import trust_settings
+from tests.helpers import (
+    PLAIN,
+    add_turns,
+    add_user_messages,
+    make_thread,
+    numbered,
+    recording_settings,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -38,11 +43,9 @@ API = "/api/memory/"
 
 @pytest.fixture(autouse=True)
 def _receipts_on(settings: Any) -> Iterator[None]:
-    settings.AGENTMEMORY = trust_settings("plain", RECEIPTS=True)
-    trust_summarizers.CALLS.clear()
+    settings.AGENTMEMORY = recording_settings(PLAIN, RECEIPTS=True)
     cache.clear()
     yield
-    trust_summarizers.CALLS.clear()
 
 
 def receipt_of(result: services.RecallResult) -> RecallReceipt:
@@ -136,7 +139,7 @@ def test_a_budget_decline_is_recorded_with_an_empty_context() -> None:
 
 
 def test_without_the_setting_no_receipt_is_written(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     thread = make_thread()
     add_user_messages(thread, 25, now=NOW)
 
@@ -219,7 +222,7 @@ def test_a_receipt_replays_the_exact_context_after_later_folds_and_unfolds() -> 
 def test_a_regenerated_summary_does_not_change_what_an_old_receipt_replays(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("numbered", RECEIPTS=True)
+    settings.AGENTMEMORY = recording_settings(numbered, RECEIPTS=True)
     thread = make_thread()
     add_user_messages(thread, 25, now=NOW)
     before = services.recall(thread, BIG, now=NOW)

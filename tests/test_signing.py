@@ -11,7 +11,6 @@ import copy
 import hashlib
 import io
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -32,12 +31,19 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
+from agentmemory.summarizers import testing
 from agentmemory.transcript import DEFAULT_INSTRUCTION
 from agentmemory.window.compact import compact, folded_span_for
-from tests import trust_summarizers
-from tests.helpers import add_user_messages, capture, make_thread
+from tests.helpers import (
+    MODEL,
+    PLAIN,
+    add_user_messages,
+    capture,
+    make_thread,
+    numbered,
+    recording_settings,
+)
 from tests.openai_server import TEST_MODEL, OpenAIServer
-from tests.trust_summarizers import trust_settings
 
 pytestmark = pytest.mark.django_db
 
@@ -48,13 +54,6 @@ KEY_A = "a" * 40
 KEY_B = "b" * 40
 SLIDING = {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {"MAX_MESSAGES": 4}}
 REQUEST = {"role": "user", "content": "Work through the late orders and tell me what to do."}
-
-
-@pytest.fixture(autouse=True)
-def _clear_calls() -> Iterator[None]:
-    trust_summarizers.CALLS.clear()
-    yield
-    trust_summarizers.CALLS.clear()
 
 
 def agent_window() -> list[dict[str, Any]]:
@@ -137,12 +136,12 @@ def test_every_summary_and_span_carries_a_signature_and_its_provenance(
 def test_the_default_instruction_and_a_callable_backend_are_recorded_as_such(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     _, _, summary = folded_thread()
     coverage = summary.coverage
     assert coverage.prompt_hash == hashlib.sha256(DEFAULT_INSTRUCTION.encode()).hexdigest()
     assert coverage.temperature is None and coverage.seed is None  # the function's own call
-    assert coverage.model == trust_summarizers.MODEL
+    assert coverage.model == MODEL
     assert coverage.library_version == agentmemory.__version__
 
 
@@ -152,7 +151,7 @@ def test_the_default_instruction_and_a_callable_backend_are_recorded_as_such(
 def test_an_sql_update_of_a_summary_is_detected_and_its_originals_come_back_verbatim(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     thread, entries, summary = folded_thread()
     assert services.recall(thread, BIG, **NO_FOLD).summaries_used == [summary.pk]
 
@@ -183,7 +182,7 @@ def test_an_sql_update_of_a_summary_is_detected_and_its_originals_come_back_verb
 
 
 def test_an_edited_coverage_row_is_detected_too(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     thread, entries, summary = folded_thread()
 
     sql_update(SummaryCoverage, "from_turn", 1, summary.pk)
@@ -199,10 +198,10 @@ def test_a_recall_that_may_fold_keeps_the_edited_span_verbatim_and_pays_nothing(
 ) -> None:
     """The edited summary's span is latched: a recall that could fold does not fold it
     again straight away (a new call), it recalls the originals verbatim."""
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     thread, entries, summary = folded_thread()
     sql_update(MemoryEntry, "content", FORGED, summary.pk)
-    trust_summarizers.CALLS.clear()
+    testing.calls.clear()
 
     result = services.recall(thread, BIG)
     again = services.recall(thread, BIG)
@@ -210,7 +209,7 @@ def test_a_recall_that_may_fold_keeps_the_edited_span_verbatim_and_pays_nothing(
     assert FORGED not in result.text
     assert result.folded_summary_id is None and again.folded_summary_id is None
     assert result.decline == again.decline == "tampered"
-    assert trust_summarizers.CALLS == []
+    assert testing.calls == []
     shown = {m.id for m in again.messages}
     assert {e.pk for e in entries[5:20]} <= shown
     assert not MemoryEntry.objects.filter(pk__in=[e.pk for e in entries[5:20]]).exclude(
@@ -221,7 +220,7 @@ def test_a_recall_that_may_fold_keeps_the_edited_span_verbatim_and_pays_nothing(
 def test_agentmemory_verify_passes_when_clean_and_fails_on_a_tampered_row(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", WINDOW=SLIDING)
+    settings.AGENTMEMORY = recording_settings(PLAIN, WINDOW=SLIDING)
     thread, _, summary = folded_thread()
     span = compact(thread, agent_window()).span
     assert span is not None
@@ -246,10 +245,10 @@ def test_agentmemory_verify_passes_when_clean_and_fails_on_a_tampered_row(
 
 
 def test_a_changed_signing_key_invalidates_old_signatures(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", SIGNING_KEY=KEY_A)
+    settings.AGENTMEMORY = recording_settings(PLAIN, SIGNING_KEY=KEY_A)
     thread, entries, summary = folded_thread()
 
-    settings.AGENTMEMORY = trust_settings("plain", SIGNING_KEY=KEY_B)
+    settings.AGENTMEMORY = recording_settings(PLAIN, SIGNING_KEY=KEY_B)
     with capture(signals.summary_tampered) as tampered:
         result = services.recall(thread, BIG, **NO_FOLD)
 
@@ -258,7 +257,7 @@ def test_a_changed_signing_key_invalidates_old_signatures(settings: Any) -> None
 
 
 def test_a_changed_secret_key_invalidates_signatures_derived_from_it(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")  # SIGNING_KEY None: derived from SECRET_KEY
+    settings.AGENTMEMORY = recording_settings(PLAIN)  # SIGNING_KEY None: derived from SECRET_KEY
     _, _, summary = folded_thread()
     assert summary_is_intact(summary)
     settings.SECRET_KEY = "another-secret-key-for-this-test-only"
@@ -266,13 +265,13 @@ def test_a_changed_secret_key_invalidates_signatures_derived_from_it(settings: A
 
 
 def test_resign_makes_a_rotated_key_verify_again(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", SIGNING_KEY=KEY_A, WINDOW=SLIDING)
+    settings.AGENTMEMORY = recording_settings(PLAIN, SIGNING_KEY=KEY_A, WINDOW=SLIDING)
     thread, _, summary = folded_thread()
     window = agent_window()
     span = compact(thread, window).span
     assert span is not None
 
-    settings.AGENTMEMORY = trust_settings("plain", SIGNING_KEY=KEY_B, WINDOW=SLIDING)
+    settings.AGENTMEMORY = recording_settings(PLAIN, SIGNING_KEY=KEY_B, WINDOW=SLIDING)
     assert not summary_is_intact(summary) and not span_is_intact(span)
     assert "signed with the current key" in verify_output("--resign")
 
@@ -284,7 +283,7 @@ def test_resign_makes_a_rotated_key_verify_again(settings: Any) -> None:
     assert result.summaries_used == [summary.pk]
     assert again.reused and again.span is not None and again.span.pk == span.pk
     assert folded_span_for(thread, span.content) == span
-    assert len(trust_summarizers.CALLS) == 2  # the fold and the compaction, nothing since
+    assert len(testing.calls) == 2  # the fold and the compaction, nothing since
 
 
 # ------------------------------------------------------------------ spans
@@ -293,7 +292,7 @@ def test_resign_makes_a_rotated_key_verify_again(settings: Any) -> None:
 def test_a_tampered_span_is_not_returned_by_lookup_and_not_replayed_by_compact(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", WINDOW=SLIDING)
+    settings.AGENTMEMORY = recording_settings(PLAIN, WINDOW=SLIDING)
     thread = make_thread()
     window = agent_window()
     span = compact(thread, window).span
@@ -316,12 +315,12 @@ def test_a_tampered_span_is_not_returned_by_lookup_and_not_replayed_by_compact(
     assert replayed.window == window  # unchanged: the edited summary never reaches a model
     assert folded_span_for(thread, original_content) is None
     assert folded_span_for(thread, FORGED) is None
-    assert len(trust_summarizers.CALLS) == 1
+    assert len(testing.calls) == 1
     assert SummarizerCall.objects.filter(thread=thread).count() == 1
 
 
 def test_compact_detects_an_edited_journal_entry_itself(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", WINDOW=SLIDING)
+    settings.AGENTMEMORY = recording_settings(PLAIN, WINDOW=SLIDING)
     thread = make_thread()
     window = agent_window()
     span = compact(thread, window).span
@@ -342,7 +341,7 @@ def test_compact_detects_an_edited_journal_entry_itself(settings: Any) -> None:
 def test_regenerate_keeps_the_old_version_readable_and_writes_version_two(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("numbered")
+    settings.AGENTMEMORY = recording_settings(numbered)
     thread, entries, old = folded_thread()
     old_content = old.content
 
@@ -350,7 +349,7 @@ def test_regenerate_keeps_the_old_version_readable_and_writes_version_two(
 
     new = outcome.summary
     assert new is not None and new.pk != old.pk
-    assert len(trust_summarizers.CALLS) == 2  # a new call
+    assert len(testing.calls) == 2  # a new call
     assert new.summary_key == old.summary_key
     assert new.coverage.version == 2 and summary_is_intact(new)
     assert new.content != old_content
@@ -372,7 +371,7 @@ def test_regenerate_keeps_the_old_version_readable_and_writes_version_two(
 def test_a_fold_outside_recall_never_launders_an_edited_summary(
     settings: Any, fold: str
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain", LOAD_COUNT=40)
+    settings.AGENTMEMORY = recording_settings(PLAIN, LOAD_COUNT=40)
     thread, _, summary = folded_thread()  # turns 6-20, with 20 loaded of 25
     add_user_messages(thread, 15, start=26)
     sql_update(MemoryEntry, "content", FORGED, summary.pk)
@@ -386,7 +385,7 @@ def test_a_fold_outside_recall_never_launders_an_edited_summary(
     # The edited summary is reported and retired, not handed to the model as the
     # conversation and then signed anew inside a fresh summary.
     assert [t["summary"].pk for t in tampered] == [summary.pk]
-    assert all(FORGED not in str(prompt) for prompt in trust_summarizers.CALLS)
+    assert all(FORGED not in str(prompt) for prompt in testing.calls)
     assert outcome.summary is not None
     assert summary.pk not in [e.pk for e in services.expand(outcome.summary)]
 
@@ -394,7 +393,7 @@ def test_a_fold_outside_recall_never_launders_an_edited_summary(
 def test_an_edited_summary_inside_a_later_summary_takes_the_later_one_with_it(
     settings: Any,
 ) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     thread, entries, inner = folded_thread()  # turns 6-20
     entries += add_user_messages(thread, 15, start=26)
     outer_id = services.recall(thread, BIG, load_count=40).folded_summary_id
@@ -415,18 +414,18 @@ def test_an_edited_summary_inside_a_later_summary_takes_the_later_one_with_it(
 
 
 def test_regenerate_never_launders_an_edited_nested_summary(settings: Any) -> None:
-    settings.AGENTMEMORY = trust_settings("plain")
+    settings.AGENTMEMORY = recording_settings(PLAIN)
     thread, _, inner = folded_thread()
     add_user_messages(thread, 15, start=26)
     outer = MemoryEntry.objects.get(
         pk=services.recall(thread, BIG, load_count=40).folded_summary_id
     )
     sql_update(MemoryEntry, "content", FORGED, inner.pk)
-    trust_summarizers.CALLS.clear()
+    testing.calls.clear()
 
     services.regenerate(outer)
 
-    assert all(FORGED not in str(prompt) for prompt in trust_summarizers.CALLS)
+    assert all(FORGED not in str(prompt) for prompt in testing.calls)
 
 
 @pytest.mark.parametrize("key", ["short", 12345, b"b" * 40])

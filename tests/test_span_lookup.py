@@ -15,16 +15,17 @@ from rest_framework.test import APIClient
 from agentmemory import services
 from agentmemory.models import FoldedSpan, Thread
 from agentmemory.signing import sign_span
+from agentmemory.summarizers import testing
 from agentmemory.window.frame import summary_fingerprint
-from tests import window_seams
+from tests.helpers import RECORDING, SHORT_SUMMARY
 
 API = "/api/memory/"
 SETTINGS = {
     "SUMMARIZER": {
-        "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
+        "BACKEND": RECORDING,
         "MODEL": "lookup-test-model",
         # The same words whatever the span: the two runs' summaries cannot differ.
-        "OPTIONS": {"FUNCTION": "tests.window_seams.summarize_briefly"},
+        "OPTIONS": {"REPLY": SHORT_SUMMARY},
     },
     "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow",
                "OPTIONS": {"MAX_MESSAGES": 4}},
@@ -50,11 +51,6 @@ A = json.dumps({"order": "A-1001", "amount": "12.00 EUR"})
 B = json.dumps({"order": "B-2002", "amount": "980.00 EUR"})
 
 
-@pytest.fixture(autouse=True)
-def _clear_calls() -> None:
-    window_seams.CALLS.clear()
-
-
 def arguments_of(messages: list[dict[str, Any]] | None) -> set[str]:
     return {call["arguments"] for m in messages or [] for call in m.get("tool_calls", [])}
 
@@ -70,7 +66,7 @@ def test_two_same_shaped_runs_get_different_frames_and_each_finds_its_own_span()
         a = services.compact(thread, run(A))
         b = services.compact(thread, run(B))
     assert a.span is not None and b.span is not None and a.span.pk != b.span.pk
-    assert len(window_seams.CALLS) == 2  # two folds, not a replay
+    assert len(testing.calls) == 2  # two folds, not a replay
     # Same count, iteration, model and summary text: only the fold's reference differs.
     assert a.span.content.split("\n", 1)[1] == b.span.content.split("\n", 1)[1]
     assert frame(a.window) != frame(b.window)

@@ -37,7 +37,6 @@ from agentmemory.transcript import (
     TRANSCRIPT_CLOSE,
     TRANSCRIPT_OPEN,
 )
-from tests import summarizer_functions
 from tests.openai_server import CHAT_PATH, TEST_API_KEY, TEST_MODEL, OpenAIServer
 
 OPENAI_BACKEND = "agentmemory.summarizers.openai.OpenAISummarizer"
@@ -487,26 +486,25 @@ def callable_settings(function: str) -> dict[str, Any]:
 
 
 def test_callable_receives_the_composed_prompt() -> None:
-    summarizer_functions.received.clear()
-    with override_settings(AGENTMEMORY=callable_settings("tests.summarizer_functions.count_lines")):
+    with override_settings(AGENTMEMORY=callable_settings("tests.helpers.echo_prompt")):
         summarizer = get_summarizer()
 
     result = summarizer.summarize(SPAN, instruction=DEFAULT_INSTRUCTION)
 
-    assert result == SummaryResult(text="6 messages condensed.")  # usage unknown: None
-    assert summarizer_functions.received == [build_prompt(SPAN, DEFAULT_INSTRUCTION)]
+    assert json.loads(result.text) == build_prompt(SPAN, DEFAULT_INSTRUCTION)
+    assert (result.prompt_tokens, result.completion_tokens) == (None, None)  # usage unknown
     assert summarizer.model == "my-own-llm"
 
 
 def test_callable_that_returns_no_text_names_the_function() -> None:
     summarizer = load_summarizer(
-        callable_settings("tests.summarizer_functions.returns_none")["SUMMARIZER"]
+        callable_settings("tests.helpers.returns_none")["SUMMARIZER"]
     )
-    with pytest.raises(SummarizerError, match=r"tests\.summarizer_functions\.returns_none"):
+    with pytest.raises(SummarizerError, match=r"tests\.helpers\.returns_none"):
         summarizer.summarize(SPAN, instruction=DEFAULT_INSTRUCTION)
 
 
-@pytest.mark.parametrize("function", ["", "tests.summarizer_functions.nope", None])
+@pytest.mark.parametrize("function", ["", "tests.helpers.nope", None])
 def test_callable_bad_function_names_the_setting(function: Any) -> None:
     config = callable_settings(function)["SUMMARIZER"]
     with pytest.raises(AgentMemoryConfigurationError, match=r"\['FUNCTION'\]"):
@@ -517,7 +515,7 @@ def test_callable_bad_function_names_the_setting(function: Any) -> None:
 def test_recall_folds_through_a_callable() -> None:
     thread = build_thread(40)
     settings = {
-        **callable_settings("tests.summarizer_functions.count_lines"),
+        **callable_settings("tests.helpers.count_lines"),
         "LOAD_COUNT": 200,
     }
     with override_settings(AGENTMEMORY=settings):

@@ -37,21 +37,12 @@ from agentmemory.transcript import (
 from agentmemory.window.frame import looks_like_frame
 from agentmemory.window.seams import WindowMessage
 
-#: Every prompt `record` was handed by the callable backend, in call order.
-PROMPTS: list[list[dict[str, str]]] = []
-
-
-def record(messages: list[dict[str, str]]) -> str:
-    """A summarizer function for the callable backend: it keeps the exact prompt."""
-    PROMPTS.append(messages)
-    return "Short."
-
-
+#: The recording summarizer keeps the exact prompt of every call (the `recorded` fixture).
 RECORDING = {
     "SUMMARIZER": {
-        "BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
+        "BACKEND": "agentmemory.summarizers.testing.RecordingSummarizer",
         "MODEL": "recording-model",
-        "OPTIONS": {"FUNCTION": "tests.test_transcript_safety.record"},
+        "OPTIONS": {"REPLY": "Short."},
     },
     "WINDOW": {
         "CLASS": "agentmemory.window.seams.SlidingWindow",
@@ -318,13 +309,6 @@ def test_offline_structure_lines_come_only_from_the_summarizer(
 # ---------------------------------------------------------------- properties, real folds
 
 
-@pytest.fixture
-def prompts() -> Any:
-    PROMPTS.clear()
-    yield PROMPTS
-    PROMPTS.clear()
-
-
 DB_SETTINGS = settings(
     max_examples=25,
     deadline=None,
@@ -336,10 +320,10 @@ DB_SETTINGS = settings(
 @DB_SETTINGS
 @given(first=turns(min_turns=2), second=turns(min_turns=2, tag="b"))
 def test_recall_fold_prompts_keep_every_message_inside(
-    prompts: list[Any], first: list[dict[str, Any]], second: list[dict[str, Any]]
+    recorded: list[Any], first: list[dict[str, Any]], second: list[dict[str, Any]]
 ) -> None:
     """Stored, folded, then folded again with the first summary in the span."""
-    prompts.clear()
+    recorded.clear()
     thread = Thread.objects.create()
     with override_settings(AGENTMEMORY=RECORDING):
         services.append(thread, first)
@@ -347,8 +331,8 @@ def test_recall_fold_prompts_keep_every_message_inside(
         services.append(thread, second)
         folded.append(services.fold(thread, **COUNT_DRIVEN).summary)
     summaries = [summary for summary in folded if summary is not None]
-    assert summaries and len(prompts) == len(summaries)
-    for prompt, summary in zip(prompts, summaries, strict=True):
+    assert summaries and len(recorded) == len(summaries)
+    for prompt, summary in zip(recorded, summaries, strict=True):
         assert [message["role"] for message in prompt] == ["system", "user"]
         check_transcript(prompt[1]["content"], services.expand(summary))
 
@@ -359,14 +343,14 @@ def test_recall_fold_prompts_keep_every_message_inside(
 # much larger than a frame (the fold would rightly be refused as not smaller).
 @given(conversation=turns(min_turns=3))
 def test_window_fold_prompts_keep_every_message_inside(
-    prompts: list[Any], conversation: list[dict[str, Any]]
+    recorded: list[Any], conversation: list[dict[str, Any]]
 ) -> None:
-    prompts.clear()
+    recorded.clear()
     thread = Thread.objects.create()
     with override_settings(AGENTMEMORY=RECORDING):
         result = services.compact(thread, [REQUEST, *conversation])
     assert result.span is not None, result.refusal
-    [prompt] = prompts
+    [prompt] = recorded
     check_transcript(prompt[1]["content"], [WindowMessage.of(m) for m in result.span.messages])
 
 
@@ -408,13 +392,13 @@ CASES = [
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("fields", CASES)
-def test_measured_escapes_stay_inside_a_recall_fold(prompts: list[Any], fields: Any) -> None:
+def test_measured_escapes_stay_inside_a_recall_fold(recorded: list[Any], fields: Any) -> None:
     thread = Thread.objects.create()
     with override_settings(AGENTMEMORY=RECORDING):
         services.append(thread, escaping_turn(**fields))
         summary = services.fold(thread, **COUNT_DRIVEN).summary
     assert summary is not None
-    [prompt] = prompts
+    [prompt] = recorded
     transcript = prompt[1]["content"]
     check_transcript(transcript, services.expand(summary))
     # The instruction and the forged lines are indented inside their message.
@@ -424,12 +408,12 @@ def test_measured_escapes_stay_inside_a_recall_fold(prompts: list[Any], fields: 
 
 @pytest.mark.django_db
 @pytest.mark.parametrize("fields", CASES)
-def test_measured_escapes_stay_inside_a_window_fold(prompts: list[Any], fields: Any) -> None:
+def test_measured_escapes_stay_inside_a_window_fold(recorded: list[Any], fields: Any) -> None:
     thread = Thread.objects.create()
     with override_settings(AGENTMEMORY=RECORDING):
         result = services.compact(thread, [REQUEST, *escaping_turn(**fields)])
     assert result.span is not None
-    [prompt] = prompts
+    [prompt] = recorded
     transcript = prompt[1]["content"]
     check_transcript(transcript, [WindowMessage.of(m) for m in result.span.messages])
     assert transcript.count("<<<END TRANSCRIPT>>>") == 1
@@ -460,7 +444,7 @@ def test_a_fetched_page_in_a_merge_is_no_request() -> None:
 
 
 @pytest.mark.django_db
-def test_stored_originals_keep_every_byte(prompts: list[Any]) -> None:
+def test_stored_originals_keep_every_byte(recorded: list[Any]) -> None:
     """Defusing is only in the rendered prompt: the originals are stored as sent."""
     thread = Thread.objects.create()
     turn = escaping_turn(name="lookup\u200b_order" + ESCAPE, arguments={"n": ESCAPE},
@@ -468,7 +452,7 @@ def test_stored_originals_keep_every_byte(prompts: list[Any]) -> None:
     with override_settings(AGENTMEMORY=RECORDING):
         stored = services.append(thread, turn)
         services.fold(thread, **COUNT_DRIVEN)
-    assert prompts and TRANSCRIPT_CLOSE not in prompts[0][1]["content"].split("\n")[1:-1]
+    assert recorded and TRANSCRIPT_CLOSE not in recorded[0][1]["content"].split("\n")[1:-1]
     for entry, sent in zip(stored, turn, strict=True):
         entry = MemoryEntry.objects.get(pk=entry.pk)
         assert entry.content == sent["content"]

@@ -676,8 +676,7 @@ def test_a_fold_that_kills_its_worker_is_parked_after_max_deaths(
     """Each delivery dies in the call; its redelivery (same task id) finds the lease it
     left and counts a death; the FOLD_MAX_DEATHS-th is parked and acknowledged."""
     poison = {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
-              "MODEL": "poison", "OPTIONS": {"FUNCTION": "tests.summarizer_functions."
-                                                         "kills_its_process"}}  # fmt: skip
+              "MODEL": "poison", "OPTIONS": {"FUNCTION": "tests.helpers.kills_its_process"}}
     memory = memory_settings(poison, FOLD_MAX_DEATHS=2, FOLD_PARK_BACKOFF=600)
     use_memory_settings(memory)
     worker = start_worker(memory)
