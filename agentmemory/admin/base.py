@@ -13,12 +13,15 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
 from django.utils.html import format_html
+from django.utils.text import Truncator
 
 from agentmemory.models import MemoryEntry, Summary, Thread
 from agentmemory.permissions import holds_expand
 
 #: Hex digits of a hash shown in a cell; the whole hash is in the cell's title.
 HASH_DIGITS = 12
+#: Characters of a thread's name in a list's thread column; the whole name is in the title.
+THREAD_CHARS = 24
 
 
 def links(request: HttpRequest, site: admin.AdminSite) -> dict[str, bool]:
@@ -47,6 +50,14 @@ def hash_display(field: str, description: str) -> Callable[[Any, Any], str]:
         return short_hash(getattr(obj, field))
 
     return display
+
+
+@admin.display(description="thread", ordering="thread")
+def thread_column(obj: Any) -> str:
+    """The row's thread in a list, cut to fit a narrow column; its whole name in the title."""
+    name = str(obj.thread) if obj.thread_id is not None else "-"
+    shown = Truncator(name).chars(THREAD_CHARS)
+    return format_html('<span title="{}">{}</span>', name, shown) if shown != name else name
 
 
 @admin.display(description="covered by", ordering="covered_by")

@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.utils.text import Truncator
 
 from agentmemory import services
-from agentmemory.admin.base import OriginalsLookupGuard, covered_by_link
+from agentmemory.admin.base import OriginalsLookupGuard, covered_by_link, thread_column
 from agentmemory.admin.filters import CoveredFilter, ExpiredFilter
 from agentmemory.admin.text import expandable, may_read, readable, readable_text, shown_text
 from agentmemory.models import EntryKind, MemoryEntry
@@ -59,7 +59,7 @@ class CoveredTextAdmin(OriginalsLookupGuard):
 @admin.register(MemoryEntry)
 class MemoryEntryAdmin(CoveredTextAdmin):
     list_display = (
-        "id", "thread", "turn", "role", "kind", "short_content", "token_count", "tier",
+        "id", thread_column, "turn", "role", "kind", "short_content", "token_count", "tier",
         covered_by_link, "expires_at",
     )
     list_filter = ("kind", "role", "tier", CoveredFilter, ExpiredFilter)

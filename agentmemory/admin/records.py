@@ -12,7 +12,7 @@ from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from agentmemory.admin.base import ReadOnlyAdmin, hash_display, links
+from agentmemory.admin.base import ReadOnlyAdmin, hash_display, links, thread_column
 from agentmemory.admin.filters import ExpiredFilter
 from agentmemory.admin.text import expandable, may_read
 from agentmemory.ledger import tokens_used_today
@@ -29,7 +29,8 @@ from agentmemory.receipts import replay
 @admin.register(FoldLatch)
 class FoldLatchAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", "thread", "purpose", "reason", "entry_count", "span_tokens", "model", "created_at"
+        "id", thread_column, "purpose", "reason", "entry_count", "span_tokens", "model",
+        "created_at",
     )
     list_filter = ("purpose", "reason", "model")
     search_fields = ("span_key", "start_key", "model", "thread__client_key")
@@ -44,33 +45,50 @@ class FoldLatchAdmin(ReadOnlyAdmin):
 @admin.register(SummarizerCall)
 class SummarizerCallAdmin(ReadOnlyAdmin):
     list_display = (
-        "created_at", "thread", "purpose", "model", "outcome", "entry_count", "attempt",
-        "tokens", "duration_ms", "error", "summary_id",
+        "created_at", thread_column, "model", "outcome_attempt", "entries",
+        "tokens", "took", "error", "summary_id",
     )
     list_filter = ("outcome", "purpose", "model", "backend")
     search_fields = ("model", "backend", "error_class", "span_key", "thread__client_key")
     list_select_related = ("thread",)
     date_hierarchy = "created_at"
 
+    @admin.display(description="outcome: purpose, attempt", ordering="outcome")
+    def outcome_attempt(self, obj: SummarizerCall) -> str:
+        attempt = f", attempt {obj.attempt}" if obj.attempt > 1 else ""
+        return f"{obj.get_outcome_display()}: {obj.get_purpose_display()}{attempt}"
+
+    @admin.display(description="entries", ordering="entry_count")
+    def entries(self, obj: SummarizerCall) -> int:
+        return obj.entry_count
+
+    @admin.display(description="took", ordering="duration_ms")
+    def took(self, obj: SummarizerCall) -> str:
+        return f"{obj.duration_ms} ms"
+
     @admin.display(description="tokens: reserved, prompt + completion")
     def tokens(self, obj: SummarizerCall) -> str:
-        used = (f"{obj.prompt_tokens} + {obj.completion_tokens}"
+        reserved = "-" if obj.estimated_tokens is None else obj.estimated_tokens
+        used = (f"{obj.prompt_tokens} + {obj.completion_tokens or 0}"
                 if obj.prompt_tokens is not None else "-")
-        return f"{obj.estimated_tokens}; {used}"
+        return f"{reserved}; {used}"
 
     @admin.display(description="error", ordering="error_class")
     def error(self, obj: SummarizerCall) -> str:
         if not obj.error_class:
             return "-"
-        return format_html('<span title="{}">{}: {}</span>', obj.error_message,
-                           obj.error_class, Truncator(obj.error_message).chars(60))
+        # The class's own name and the message's start; both whole in the title.
+        return format_html(
+            '<span title="{}: {}">{}: {}</span>', obj.error_class, obj.error_message,
+            obj.error_class.rpartition(".")[2], Truncator(obj.error_message).chars(40),
+        )
 
 
 @admin.register(RecallReceipt)
 class RecallReceiptAdmin(ReadOnlyAdmin):
     # Its stylesheet wraps the context as sent, which has lines of any length.
     change_form_template = "agentmemory/admin/receipt_change_form.html"
-    list_display = ("id", "thread", "turn", "budget_tokens", "tokens", "decline",
+    list_display = ("id", thread_column, "turn", "budget_tokens", "tokens", "decline",
                     "budget_decline", "created_at")
     list_filter = ("decline", "budget_decline", ExpiredFilter)
     search_fields = ("thread__client_key", "thread__title")

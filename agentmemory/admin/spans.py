@@ -7,7 +7,13 @@ from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 
-from agentmemory.admin.base import OriginalsLookupGuard, PagesAdmin, ReadOnlyAdmin, hash_display
+from agentmemory.admin.base import (
+    OriginalsLookupGuard,
+    PagesAdmin,
+    ReadOnlyAdmin,
+    hash_display,
+    thread_column,
+)
 from agentmemory.admin.filters import ExpiredFilter
 from agentmemory.admin.text import (
     expandable,
@@ -26,8 +32,8 @@ from agentmemory.window.compact import expand_span
 class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard, PagesAdmin):
     pages = {"expand": "Expanding"}
     list_display = (
-        "id", "expand_link", "thread", "message_count", "iteration", "model", "retain",
-        "prompt_tokens", "completion_tokens", "created_at", "expires_at",
+        "id", "expand_link", thread_column, "message_count", "iteration", "model", "retain",
+        "call_tokens", "created_at",
     )
     list_filter = ("retain", "model", ExpiredFilter)
     search_fields = ("fingerprint", "span_fingerprint", "readable_content", "thread__client_key")
@@ -61,6 +67,12 @@ class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard, PagesAdmin):
     @admin.display(description="missing facts")
     def missing_facts_shown(self, obj: FoldedSpan) -> str:
         return shown_missing_facts(obj)
+
+    @admin.display(description="tokens: prompt + completion")
+    def call_tokens(self, obj: FoldedSpan) -> str:
+        if obj.prompt_tokens is None:
+            return "-"
+        return f"{obj.prompt_tokens} + {obj.completion_tokens or 0}"
 
     @admin.display(description="originals")
     def expand_link(self, obj: FoldedSpan) -> str:

@@ -11,7 +11,13 @@ from django.shortcuts import get_object_or_404
 from django.utils.html import format_html_join
 
 from agentmemory import services
-from agentmemory.admin.base import PagesAdmin, ReadOnlyAdmin, covered_by_link, hash_display
+from agentmemory.admin.base import (
+    PagesAdmin,
+    ReadOnlyAdmin,
+    covered_by_link,
+    hash_display,
+    thread_column,
+)
 from agentmemory.admin.entries import CoveredTextAdmin
 from agentmemory.admin.filters import CoveredFilter, ExpiredFilter, StatusFilter
 from agentmemory.admin.summary_actions import SummaryActions
@@ -81,7 +87,7 @@ class SummaryCoverageInline(admin.StackedInline):
 class SummaryAdmin(SummaryActions, ReadOnlyAdmin, CoveredTextAdmin, PagesAdmin):
     pages = {"expand": "Expanding"}
     list_display = (
-        "id", "summary_key", "expand_link", "thread", "turns", "entry_count", "tokens",
+        "id", "summary_key", "expand_link", thread_column, "turns", "entry_count", "tokens",
         "summarizer_model", "status", "fact_score", covered_by_link,
     )
     list_filter = (StatusFilter, "coverage__model", "tier", ExpiredFilter, CoveredFilter)
