@@ -2,16 +2,16 @@
 is the one recall loads, the unfold action says what comes back, the filters select what
 the queryset rules select, and hashes, seeds and latches read as they should.
 
-The shared builders (a thread folded twice, logged-in clients) are those of
+The builders (a thread folded twice, users, page readers) are those of
 ``tests/test_admin.py``.
 """
 
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -19,24 +19,37 @@ from django.utils import timezone
 from agentmemory import services
 from agentmemory.admin.base import HASH_DIGITS
 from agentmemory.models import FoldLatch, FoldPurpose, MemoryEntry, RetainPolicy, SummaryCoverage
-from tests.test_admin import (  # noqa: F401  (fixtures, used by name)
+from tests.test_admin import (
     BIG,
     ORIGINAL,
+    VIEW_PERMISSIONS,
     Folded,
     changelist_action,
-    expander,
-    folded,
+    logged_in,
     make_user,
     messages_of,
     page,
-    root,
-    superuser,
     text_by_id,
     texts_of_tag_with_class,
     window_span,
 )
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def folded() -> Folded:
+    return Folded()
+
+
+@pytest.fixture
+def expander() -> Client:
+    return logged_in(make_user("expander", *VIEW_PERMISSIONS, "expand_summary"))
+
+
+@pytest.fixture
+def root() -> Client:
+    return logged_in(get_user_model().objects.create_superuser("root", password="pw"))
 
 
 def timeline(client: Client, folded: Folded) -> str:
@@ -160,7 +173,7 @@ def test_hashes_are_shown_short_with_the_whole_in_the_title(
 
 
 def test_fold_latches_are_named_in_the_plural_and_show_short_keys(
-    folded: Folded, root: Client, superuser: Any
+    folded: Folded, root: Client
 ) -> None:
     assert "Fold latches" in page(root, reverse("admin:index"))
     key = "a" * 64
