@@ -18,7 +18,16 @@ from django.utils import timezone
 
 from agentmemory import services
 from agentmemory.admin.base import HASH_DIGITS
-from agentmemory.models import FoldLatch, FoldPurpose, MemoryEntry, RetainPolicy, SummaryCoverage
+from agentmemory.models import (
+    CallOutcome,
+    FoldLatch,
+    FoldPurpose,
+    MemoryEntry,
+    RetainPolicy,
+    SummarizerCall,
+    SummaryCoverage,
+    Thread,
+)
 from tests.test_admin import (
     BIG,
     ORIGINAL,
@@ -153,23 +162,52 @@ def test_each_summary_filter_selects_what_its_queryset_rule_selects(
 
 def test_the_expand_view_says_plainly_what_was_not_set(folded: Folded, expander: Client) -> None:
     url = reverse("admin:agentmemory_summary_expand", args=[folded.outer.pk])
+    SummaryCoverage.objects.filter(summary=folded.outer).update(temperature=None)
+    assert folded.outer.coverage.seed is None
     made_with = text_by_id(page(expander, url), "am-trust")
-    assert "no seed set" in made_with and "?" not in made_with
+    assert "no seed set" in made_with and "no temperature set" in made_with
+    assert "?" not in made_with
 
     SummaryCoverage.objects.filter(summary=folded.outer).update(seed=7, temperature=0.2)
     made_with = text_by_id(page(expander, url), "am-trust")
     assert "seed 7" in made_with and "temperature 0.2" in made_with
 
 
-def test_hashes_are_shown_short_with_the_whole_in_the_title(
-    folded: Folded, expander: Client
-) -> None:
+def test_hashes_are_shown_short_with_the_whole_in_the_title(folded: Folded, root: Client) -> None:
     span = window_span(folded.thread, RetainPolicy.CONVERSATION)
-    body = page(expander, reverse("admin:agentmemory_foldedspan_change", args=[span.pk]))
-    for value in (span.fingerprint, span.span_fingerprint, span.prompt_hash):
-        assert len(value) == 64
-        assert f'<code title="{value}">{value[:HASH_DIGITS]}…</code>' in body
-        assert f">{value}<" not in body and f"{value}\n" not in body
+    coverage = folded.outer.coverage
+    pages = {
+        reverse("admin:agentmemory_foldedspan_change", args=[span.pk]): (
+            span.fingerprint, span.span_fingerprint, span.prompt_hash, span.signature
+        ),
+        reverse("admin:agentmemory_summary_change", args=[folded.outer.pk]): (
+            coverage.prompt_hash, coverage.signature
+        ),
+    }
+    for url, values in pages.items():
+        body = page(root, url)  # the coverage inline needs view_summarycoverage
+        for value in values:
+            assert len(value) > HASH_DIGITS
+            assert f'<code title="{value}">{value[:HASH_DIGITS]}…</code>' in body
+            assert f">{value}<" not in body and f"{value}\n" not in body
+
+
+def test_lists_cut_long_values_and_keep_them_whole_in_the_title(root: Client) -> None:
+    name = "Northwind support: late orders of the Leipzig depot"
+    thread = Thread.objects.create(title=name)
+    call = SummarizerCall.objects.create(
+        thread=thread, purpose=FoldPurpose.RECALL_FOLD, backend="openai", model="m",
+        outcome=CallOutcome.FAILED, attempt=2, error_class="openai.APITimeoutError",
+        error_message="Request timed out after 30.0 seconds while waiting for the response.",
+    )
+    body = page(root, reverse("admin:agentmemory_summarizercall_changelist"))
+    assert f'<span title="{name}">{name[:23]}…</span>' in body
+    error = f"{call.error_class}: {call.error_message}"
+    assert f'<span title="{error}">APITimeoutError: Request timed out after' in body
+    assert call.error_message not in body.replace(f'title="{error}"', "")
+    assert "failed: recall fold, attempt 2" in texts_of_tag_with_class(
+        body, "td", "field-outcome_attempt"
+    )
 
 
 def test_fold_latches_are_named_in_the_plural_and_show_short_keys(
