@@ -221,3 +221,25 @@ def test_fold_latches_are_named_in_the_plural_and_show_short_keys(
     )
     body = page(root, reverse("admin:agentmemory_foldlatch_change", args=[latch.pk]))
     assert f'<code title="{key}">{key[:HASH_DIGITS]}…</code>' in body
+
+
+def test_the_custom_pages_share_one_breadcrumb_trail(folded: Folded, expander: Client) -> None:
+    span = window_span(folded.thread, RetainPolicy.CONVERSATION)
+    pages = {
+        ("thread", "timeline", folded.thread.pk): f"Threads › {folded.thread} › timeline",
+        ("summary", "expand", folded.outer.pk): (
+            f"Summaries › {folded.outer.summary_key} › originals"
+        ),
+        ("foldedspan", "expand", span.pk): f"Folded spans › #{span.pk} › originals",
+    }
+    for (model, name, pk), trail in pages.items():
+        body = page(expander, reverse(f"admin:agentmemory_{model}_{name}", args=[pk]))
+        crumbs = " ".join(texts_of_tag_with_class(body, "div", "breadcrumbs")[0].split())
+        assert crumbs == f"Home › Agent memory › {trail}", crumbs
+        for link in (
+            reverse("admin:index"),
+            reverse("admin:app_list", kwargs={"app_label": "agentmemory"}),
+            reverse(f"admin:agentmemory_{model}_changelist"),
+            reverse(f"admin:agentmemory_{model}_change", args=[pk]),
+        ):
+            assert f'href="{link}"' in body, (model, link)

@@ -164,6 +164,7 @@ class SummaryAdmin(SummaryActions, ReadOnlyAdmin, CoveredTextAdmin, PagesAdmin):
         context = {
             "title": f"Summary {summary.summary_key}",
             "obj": summary,
+            "obj_label": summary.summary_key,
             "crumb": "originals",
             "summary": summary,
             "coverage": summary.coverage,
