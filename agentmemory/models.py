@@ -436,6 +436,7 @@ class FoldLatch(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
     class Meta:
+        verbose_name_plural = "fold latches"
         indexes = [
             models.Index(
                 fields=["thread", "purpose", "start_key"], name="agentmemory_latch_start"

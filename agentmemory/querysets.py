@@ -33,6 +33,44 @@ class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
         """Not retired (unfolded, regenerated, tampered) and not held for review."""
         return self.filter(retired_at__isnull=True, held_at__isnull=True)
 
+    def covered(self) -> MemoryEntryQuerySet:
+        return self.filter(covered_by__isnull=False)
+
+    def retired(self) -> MemoryEntryQuerySet:
+        """Unfolded, replaced by a new version, or found tampered: never loaded again."""
+        return self.filter(retired_at__isnull=False)
+
+    def held(self) -> MemoryEntryQuerySet:
+        """Summaries held for review: they cover nothing until approved."""
+        return self.filter(held_at__isnull=False)
+
+    def awaiting_review(self) -> MemoryEntryQuerySet:
+        """Summaries with injection flags that nobody has reviewed yet."""
+        return self.exclude(coverage__injection_flags=[]).filter(
+            coverage__reviewed_at__isnull=True
+        )
+
+    def tampered(self) -> MemoryEntryQuerySet:
+        return self.filter(coverage__tampered_at__isnull=False)
+
+    def lost_facts(self) -> MemoryEntryQuerySet:
+        """Summaries that do not mention some facts of their originals."""
+        return self.exclude(coverage__missing_facts=[])
+
+    def recalled_in_place(self) -> dict[int, int]:
+        """Per summary of these rows, the summary recall loads in its place: itself when
+        uncovered, else the one at the top of its ``covered_by`` chain, since recall
+        loads only uncovered rows (``pipeline.load``). One query; pass all the summaries
+        of a thread so every chain is complete."""
+        parents: dict[int, int | None] = dict(self.summaries().values_list("pk", "covered_by"))
+        tops: dict[int, int] = {}
+        for pk in parents:
+            top = pk
+            while (parent := parents.get(top)) is not None:
+                top = parent
+            tops[pk] = top
+        return tops
+
     def visible(
         self, now: datetime | None = None, tiers: Iterable[str] | None = None
     ) -> MemoryEntryQuerySet:

@@ -4,8 +4,9 @@ expand link and a refusal that explains itself.
 
 Playwright for Python drives Debian's chromium (``/usr/bin/chromium``); Playwright's own
 browser downloads are never used. Screenshots go to ``artifacts/admin-browser/``
-(gitignored). With ``AGENTMEMORY_UPDATE_SCREENSHOTS=1`` the timeline and expand-view
-shots are also copied to ``docs/img/``. Under ``CI=true`` a missing chromium or
+(gitignored), all at a 1400 px wide window, where every list of the app fits without
+scrolling sideways. With ``AGENTMEMORY_UPDATE_SCREENSHOTS=1`` the timeline, expand-view
+and summary-list shots are also copied to ``docs/img/``. Under ``CI=true`` a missing chromium or
 playwright fails the test; on a developer's machine it skips and says why.
 
 All database work happens before Playwright starts: its sync API runs an event loop in
@@ -16,16 +17,26 @@ from __future__ import annotations
 
 import os
 import shutil
+from hashlib import sha256
 from pathlib import Path
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
+from django.test import override_settings
 from django.urls import reverse
 
 from agentmemory import services
-from agentmemory.models import MemoryEntry, Thread
+from agentmemory.models import (
+    CallOutcome,
+    FoldLatch,
+    FoldPurpose,
+    MemoryEntry,
+    RecallReceipt,
+    SummarizerCall,
+    Thread,
+)
 from agentmemory.permissions import REFUSAL
 from tests.conftest import IN_CI
 from tests.helpers import turn_messages
@@ -47,12 +58,43 @@ ARTIFACTS = ROOT / "artifacts" / "admin-browser"
 DOCS_IMG = ROOT / "docs" / "img"
 UPDATE_SCREENSHOTS = os.environ.get("AGENTMEMORY_UPDATE_SCREENSHOTS") == "1"
 USERNAME, PASSWORD = "curator", "a-long-test-password"
+VIEWPORT = {"width": 1400, "height": 1000}
 ORIGINAL = "Order 1 left the Leipzig depot on Tuesday; courier reference QUOKKA-7731-ZED."
 TITLE = "Northwind support: late orders"
 BIG = 100_000
 #: Small enough that one screen shows a fold: the first recall folds turns 1-2, the
 #: second folds that summary with turns 3-4.
 KNOBS = {"preserve_recent": 4, "trigger_min_entries": 8, "load_count": 50}
+LONG_LINE = "".join(f'{{"order":"NW-{n:04}","status":"in-transit"}},' for n in range(60))
+SMALL_WINDOW = {
+    "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {"MAX_MESSAGES": 6}}
+}
+
+
+#: Every list of the app with rows in this test, and the cell that must be on screen:
+#: the one that opens a custom page (expand, timeline), else the last column.
+LISTS = {
+    "thread": "td.field-timeline_link a",
+    "memoryentry": "td.field-expires_at",
+    "summary": "td.field-expand_link a",
+    "foldedspan": "td.field-expand_link a",
+    "foldlatch": "td.field-created_at",
+    "summarizercall": "td.field-summary_id",
+    "recallreceipt": "td.field-created_at",
+}
+
+
+def assert_fits(page: Any, cell: str) -> None:
+    """The list's table needs no sideways scrolling, and ``cell`` of its first row lies
+    within the viewport's width."""
+    hidden = page.locator("#changelist-form .results").evaluate(
+        "results => results.scrollWidth - results.clientWidth"
+    )
+    assert hidden <= 0, f"{page.url}: {hidden} px of the table are scrolled out of view"
+    width = page.viewport_size["width"]
+    box = page.locator(cell).first.bounding_box()
+    assert box is not None, f"{page.url}: no {cell}"
+    assert 0 <= box["x"] and box["x"] + box["width"] <= width, (page.url, cell, box, width)
 
 
 def unavailable(reason: str) -> None:
@@ -86,6 +128,33 @@ def folded_conversation() -> tuple[Thread, MemoryEntry, MemoryEntry]:
     return thread, summaries[inner], summaries[outer]
 
 
+def records_of(thread: Thread) -> None:
+    """One row of each record list for ``thread``: a receipt, a window fold, a latch and a
+    failed call, with values as wide as real ones (64-hex keys, a long error)."""
+    with override_settings(AGENTMEMORY={"RECEIPTS": True, **SMALL_WINDOW}):
+        services.recall(thread, BIG, **KNOBS)
+        request = {"role": "user", "content": "Chase every late order and draft the replies."}
+        steps = [{"role": "assistant", "content": f"Step {n}: parcel {n} is at the Leipzig "
+                  "depot and leaves tomorrow with the second truck."} for n in range(1, 11)]
+        assert services.compact(thread, [request, *steps], retain="conversation").span
+        # A receipt of its own thread, with a line as long as a tool result's JSON.
+        long_line = Thread.objects.create(title="One long tool result", client_key="long")
+        services.append(long_line, [{"role": "user", "content": LONG_LINE}])
+        services.recall(long_line, BIG)
+    FoldLatch.objects.create(
+        thread=thread, purpose=FoldPurpose.RECALL_FOLD, span_key=sha256(b"span").hexdigest(),
+        start_key=sha256(b"start").hexdigest(), reason="not-smaller", entry_count=6,
+        span_tokens=420, model="offline-extractive-1",
+    )
+    SummarizerCall.objects.create(
+        thread=thread, purpose=FoldPurpose.RECALL_FOLD, backend="openai", model="gpt-4o-mini",
+        span_key=sha256(b"span").hexdigest(), entry_count=6, outcome=CallOutcome.FAILED,
+        error_class="openai.APITimeoutError",
+        error_message="Request timed out after 30.0 seconds while waiting for the first "
+        "byte of the response from the summarization endpoint; the call will be retried.",
+    )
+
+
 def agentmemory_permissions(*codenames: str) -> list[Permission]:
     return list(Permission.objects.filter(content_type__app_label="agentmemory",
                                           codename__in=codenames))
@@ -112,6 +181,9 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
     # Being a superuser is not a grant of expand_summary: the curator was granted it.
     curator.user_permissions.add(*agentmemory_permissions("expand_summary"))
     thread, inner, outer = folded_conversation()
+    records_of(thread)
+    receipt = RecallReceipt.objects.get(thread__client_key="long")
+    receipt_page = reverse("admin:agentmemory_recallreceipt_change", args=[receipt.pk])
     base = live_server.url
     shots = ARTIFACTS
     shutil.rmtree(shots, ignore_errors=True)
@@ -120,7 +192,7 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
     with sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(15_000)
 
             page.goto(f"{base}{reverse('admin:index')}")
@@ -133,6 +205,7 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
 
             page.click(f"a[href='{reverse('admin:agentmemory_thread_changelist')}']")
             page.wait_for_url(f"**{reverse('admin:agentmemory_thread_changelist')}")
+            assert_fits(page, "td.field-timeline_link a")
             page.screenshot(path=shots / "02-threads.png", full_page=True)
 
             page.click(f"#result_list a:text-is('{TITLE}')")
@@ -164,6 +237,20 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
             original.wait_for(state="visible")
             assert page.locator("#am-originals details").get_attribute("open") is not None
             page.screenshot(path=shots / "07-expand-nested.png", full_page=True)
+
+            page.goto(f"{base}{receipt_page}")
+            context = page.locator("pre.am-receipt-text")
+            assert LONG_LINE in context.inner_text()
+            # Wrapped, not cut off: the text lies within the window, none of it scrolled.
+            assert context.evaluate("pre => pre.scrollWidth - pre.clientWidth") <= 0
+            box = context.bounding_box()
+            assert box is not None and box["x"] + box["width"] <= VIEWPORT["width"], box
+            page.screenshot(path=shots / "15-receipt.png", full_page=True)
+
+            for number, model in enumerate(LISTS, start=8):
+                page.goto(f"{base}{reverse(f'admin:agentmemory_{model}_changelist')}")
+                page.screenshot(path=shots / f"{number:02}-{model}-list.png", full_page=True)
+                assert_fits(page, LISTS[model])
         finally:
             browser.close()
 
@@ -171,6 +258,7 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(shots / "07-expand-nested.png", DOCS_IMG / "admin-summary-expand.png")
         shutil.copyfile(shots / "04-timeline.png", DOCS_IMG / "admin-thread-timeline.png")
+        shutil.copyfile(shots / "10-summary-list.png", DOCS_IMG / "admin-summary-list.png")
 
 
 VIEWER = "viewer"
@@ -194,7 +282,7 @@ def test_a_viewer_finds_no_expand_link_and_an_explained_refusal(live_server: Any
     with sync_playwright() as playwright:
         browser = launch(playwright)
         try:
-            page = browser.new_page(viewport={"width": 1400, "height": 1000})
+            page = browser.new_page(viewport=VIEWPORT)
             page.set_default_timeout(15_000)
             log_in(page, base, VIEWER)
 

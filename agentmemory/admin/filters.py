@@ -1,0 +1,71 @@
+"""List filters. Each calls the querysets' rules (:mod:`agentmemory.querysets`) rather
+than spelling them again."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import admin
+from django.db.models import QuerySet
+from django.http import HttpRequest
+from django.utils import timezone
+
+from agentmemory.querysets import MemoryEntryQuerySet, unexpired_q
+
+
+class ExpiredFilter(admin.SimpleListFilter):
+    """For every model with ``expires_at``: the rule of :func:`unexpired_q`."""
+
+    title = "expiry"
+    parameter_name = "expired"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("yes", "expired"), ("no", "live"), ("never", "never expires")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        if self.value() == "yes":
+            return queryset.exclude(unexpired_q(timezone.now()))
+        if self.value() == "no":
+            return queryset.filter(unexpired_q(timezone.now()))
+        if self.value() == "never":
+            return queryset.filter(expires_at__isnull=True)
+        return queryset
+
+
+#: value: (label, the queryset method that selects it)
+STATUSES = {
+    "review": ("needs review (flagged)", MemoryEntryQuerySet.awaiting_review),
+    "held": ("held for review", MemoryEntryQuerySet.held),
+    "tampered": ("tampered", MemoryEntryQuerySet.tampered),
+    "retired": ("retired", MemoryEntryQuerySet.retired),
+    "live": ("live", MemoryEntryQuerySet.live),
+    "lost-facts": ("missing facts", MemoryEntryQuerySet.lost_facts),
+}
+
+
+class StatusFilter(admin.SimpleListFilter):
+    title = "status"
+    parameter_name = "status"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [(value, label) for value, (label, _) in STATUSES.items()]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        status = STATUSES.get(self.value() or "")
+        return queryset if status is None else status[1](queryset)  # type: ignore[arg-type]
+
+
+class CoveredFilter(admin.SimpleListFilter):
+    title = "coverage"
+    parameter_name = "covered"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("no", "visible to recall (not covered)"), ("yes", "covered by a summary")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        rows: MemoryEntryQuerySet = queryset  # type: ignore[assignment]
+        if self.value() == "no":
+            return rows.uncovered()
+        if self.value() == "yes":
+            return rows.covered()
+        return queryset
