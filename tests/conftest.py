@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
-from agentmemory import ledger
+from agentmemory.trust import ledger
 
 pytest_plugins = ["tests.openai_server"]
 

@@ -30,7 +30,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentmemory import services
-from agentmemory.facts import FACT_NOTE_OPENING, missing_facts_note, split_fact_note
+from agentmemory.trust.facts import FACT_NOTE_OPENING, missing_facts_note, split_fact_note
 from agentmemory.models import (
     EntryKind,
     FoldedSpan,

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from agentmemory import services, signals
 from agentmemory.checks import check_settings
-from agentmemory.facts import check_facts, extract_facts, missing_facts_note
+from agentmemory.trust.facts import check_facts, extract_facts, missing_facts_note
 from agentmemory.models import (
     CallOutcome,
     EntryKind,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 import agentmemory.folding.attempt as engine
-from agentmemory import facts, services, signals
+from agentmemory import services, signals
+from agentmemory.trust import facts
 from agentmemory.folding import DeclineReason, latched
 from agentmemory.folding.span import Span
 from agentmemory.models import (

@@ -32,7 +32,8 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from agentmemory import ledger, services, signing
+from agentmemory import services
+from agentmemory.trust import ledger, signing
 from agentmemory.exceptions import AgentMemoryError, SummarizerError
 from agentmemory.models import (
     CallOutcome,

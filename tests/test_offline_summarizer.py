@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from agentmemory.exceptions import AgentMemoryConfigurationError
-from agentmemory.facts import check_facts, extract_facts
+from agentmemory.trust.facts import check_facts, extract_facts
 from agentmemory.models import EntryKind, MemoryEntry
 from agentmemory.summarizers import get_summarizer
 from agentmemory.summarizers.base import build_prompt

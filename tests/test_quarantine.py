@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 
 from agentmemory import services, signals
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread
-from agentmemory.quarantine import (
+from agentmemory.trust.quarantine import (
     has_invisible,
     injection_flags,
     message_flags,

@@ -17,7 +17,8 @@ from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agentmemory import ledger, services, signals
+from agentmemory import services, signals
+from agentmemory.trust import ledger
 from agentmemory.checks import check_settings
 from agentmemory.models import (
     CallOutcome,
@@ -28,7 +29,7 @@ from agentmemory.models import (
     SummarizerCall,
     Thread,
 )
-from agentmemory.receipts import savings, summary_savings
+from agentmemory.trust.receipts import savings, summary_savings
 from agentmemory.window.compact import compact
 from tests import trust_summarizers
 from tests.helpers import add_user_messages, capture, make_thread

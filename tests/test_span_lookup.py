@@ -14,7 +14,7 @@ from rest_framework.test import APIClient
 
 from agentmemory import services
 from agentmemory.models import FoldedSpan, Thread
-from agentmemory.signing import sign_span
+from agentmemory.trust.signing import sign_span
 from agentmemory.window.frame import summary_fingerprint
 from tests import window_seams
 

@@ -24,7 +24,7 @@ from hypothesis.control import currently_in_test_context
 from agentmemory import services
 from agentmemory.messages import clean_message
 from agentmemory.models import EntryKind, MemoryEntry, Thread
-from agentmemory.quarantine import strip_invisible
+from agentmemory.trust.quarantine import strip_invisible
 from agentmemory.summarizers.offline import OfflineSummarizer
 from agentmemory.transcript import (
     CONTINUATION,

@@ -53,7 +53,7 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.pipeline.config import ConflictingRecallOption, InvalidRecallOption
-from agentmemory.receipts import replay, savings
+from agentmemory.trust.receipts import replay, savings
 from agentmemory.shapes import flat_message
 
 

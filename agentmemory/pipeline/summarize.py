@@ -41,7 +41,7 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.turns import turn_starts
-from agentmemory.signing import sign_summary
+from agentmemory.trust.signing import sign_summary
 from agentmemory.summarizers.base import BaseSummarizer
 from agentmemory.transcript import MessageLike, summary_label
 

@@ -29,7 +29,7 @@ from agentmemory.models import (
     SpanSource,
     Thread,
 )
-from agentmemory.signing import sign_span, span_is_intact
+from agentmemory.trust.signing import sign_span, span_is_intact
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
