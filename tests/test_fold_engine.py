@@ -15,7 +15,6 @@ import pytest
 
 import agentmemory.folding.attempt as engine
 from agentmemory import services, signals
-from agentmemory.trust import facts
 from agentmemory.folding import DeclineReason, latched
 from agentmemory.folding.span import Span
 from agentmemory.models import (
@@ -29,6 +28,7 @@ from agentmemory.models import (
 )
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
+from agentmemory.trust import facts
 from agentmemory.window.compact import compact
 from agentmemory.window.frame import span_fingerprint
 from agentmemory.window.seams import WindowMessage

@@ -33,7 +33,6 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from agentmemory import services
-from agentmemory.trust import ledger, signing
 from agentmemory.exceptions import AgentMemoryError, SummarizerError
 from agentmemory.models import (
     CallOutcome,
@@ -48,6 +47,7 @@ from agentmemory.models import (
 )
 from agentmemory.redaction import MAX_ERROR_CHARS, describe_error, redact
 from agentmemory.tasks import fold_thread
+from agentmemory.trust import ledger, signing
 from agentmemory.window.compact import compact
 from tests.helpers import add_user_messages, callable_settings, make_thread
 from tests.openai_server import TEST_API_KEY, Delay, OpenAIServer, Reply, summarizer_settings

@@ -17,13 +17,13 @@ from django.contrib.auth import get_user_model
 
 from agentmemory import services, signals
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread
+from agentmemory.transcript import summary_label
 from agentmemory.trust.quarantine import (
     has_invisible,
     injection_flags,
     message_flags,
     strip_invisible,
 )
-from agentmemory.transcript import summary_label
 from agentmemory.window.compact import compact
 from agentmemory.window.seams import WindowMessage
 from tests import trust_summarizers

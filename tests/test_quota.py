@@ -18,7 +18,6 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from agentmemory import services, signals
-from agentmemory.trust import ledger
 from agentmemory.checks import check_settings
 from agentmemory.models import (
     CallOutcome,
@@ -29,6 +28,7 @@ from agentmemory.models import (
     SummarizerCall,
     Thread,
 )
+from agentmemory.trust import ledger
 from agentmemory.trust.receipts import savings, summary_savings
 from agentmemory.window.compact import compact
 from tests import trust_summarizers

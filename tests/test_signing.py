@@ -31,8 +31,8 @@ from agentmemory.models import (
     SummaryCoverage,
     Thread,
 )
-from agentmemory.trust.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
 from agentmemory.transcript import DEFAULT_INSTRUCTION
+from agentmemory.trust.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
 from agentmemory.window.compact import compact, folded_span_for
 from tests import trust_summarizers
 from tests.helpers import add_user_messages, capture, make_thread

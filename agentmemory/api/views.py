@@ -53,8 +53,8 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.pipeline.config import ConflictingRecallOption, InvalidRecallOption
-from agentmemory.trust.receipts import replay, savings
 from agentmemory.shapes import flat_message
+from agentmemory.trust.receipts import replay, savings
 
 
 class Pagination(PageNumberPagination):

@@ -41,9 +41,9 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.turns import turn_starts
-from agentmemory.trust.signing import sign_summary
 from agentmemory.summarizers.base import BaseSummarizer
 from agentmemory.transcript import MessageLike, summary_label
+from agentmemory.trust.signing import sign_summary
 
 #: Kept for imports written before `DeclineReason`.
 SUMMARIZER_FAILED = DeclineReason.SUMMARIZER_FAILED

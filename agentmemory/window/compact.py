@@ -29,10 +29,10 @@ from agentmemory.models import (
     SpanSource,
     Thread,
 )
-from agentmemory.trust.signing import sign_span, span_is_intact
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
+from agentmemory.trust.signing import sign_span, span_is_intact
 from agentmemory.window.frame import (
     fold_reference,
     frame_label,
