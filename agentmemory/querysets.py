@@ -1,37 +1,93 @@
-"""Reusable filters. Visibility rules live here and nowhere else."""
+"""Reusable filters. Visibility and expiry rules, and the ledger's token totals, live
+here and nowhere else."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, Count, F, Q, Sum, When
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 if TYPE_CHECKING:
     # Named in the quoted QuerySet["..."] bases below, which pyflakes does not read.
-    from agentmemory.models import MemoryEntry, Thread  # noqa: F401
+    from agentmemory.models import (  # noqa: F401
+        FoldedSpan,
+        MemoryEntry,
+        RecallReceipt,
+        SummarizerCall,
+        Thread,
+    )
 
 
 def unexpired_q(now: datetime, prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
 
 
-class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
-    def unexpired(self, now: datetime | None = None) -> MemoryEntryQuerySet:
+def expired_q(now: datetime) -> Q:
+    """Past its ``expires_at`` at ``now`` (a row without one never expires)."""
+    return Q(expires_at__lte=now)
+
+
+_Model = TypeVar("_Model", bound=models.Model)
+
+
+class ExpiringQuerySet(models.QuerySet[_Model]):
+    """``expires_at`` rules, shared by every model that expires."""
+
+    def expired(self, now: datetime | None = None) -> Self:
+        return self.filter(expired_q(now or timezone.now()))
+
+    def unexpired(self, now: datetime | None = None) -> Self:
         return self.filter(unexpired_q(now or timezone.now()))
 
-    def expired(self, now: datetime | None = None) -> MemoryEntryQuerySet:
-        return self.filter(expires_at__lte=now or timezone.now())
+    def never_expiring(self) -> Self:
+        return self.filter(expires_at__isnull=True)
 
+
+class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
     def uncovered(self) -> MemoryEntryQuerySet:
         return self.filter(covered_by__isnull=True)
 
     def live(self) -> MemoryEntryQuerySet:
         """Not retired (unfolded, regenerated, tampered) and not held for review."""
-        return self.filter(retired_at__isnull=True, held_at__isnull=True)
+        return self.unretired().filter(held_at__isnull=True)
+
+    def unretired(self) -> MemoryEntryQuerySet:
+        """Not retired; a summary held for review is unretired but not live."""
+        return self.filter(retired_at__isnull=True)
+
+    def retired(self) -> MemoryEntryQuerySet:
+        """Summaries unfolded, regenerated, rejected or found tampered: still readable,
+        never recalled."""
+        return self.filter(retired_at__isnull=False)
+
+    def held(self) -> MemoryEntryQuerySet:
+        """Summaries held back from recall until a reviewer approves them."""
+        return self.filter(held_at__isnull=False)
+
+    def needs_review(self) -> MemoryEntryQuerySet:
+        """Summaries the injection quarantine flagged that nobody has reviewed yet."""
+        return self.exclude(coverage__injection_flags=[]).filter(
+            coverage__reviewed_at__isnull=True
+        )
+
+    def tampered(self) -> MemoryEntryQuerySet:
+        """Summaries found not to match their signature."""
+        return self.filter(coverage__tampered_at__isnull=False)
+
+    def lost_facts(self) -> MemoryEntryQuerySet:
+        """Summaries the fact gate found missing some of their span's facts."""
+        return self.exclude(coverage__missing_facts=[])
+
+    def unexpired_or_summaries(self, now: datetime) -> MemoryEntryQuerySet:
+        """Unexpired rows, and summaries whatever their expiry: until it is retired, an
+        expired summary still hides originals that may be live, so recall reads it."""
+        return self.filter(unexpired_q(now) | Q(kind="summary"))
 
     def visible(
         self, now: datetime | None = None, tiers: Iterable[str] | None = None
@@ -103,3 +159,67 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
                 "pk", flat=True
             )
         )
+
+
+class FoldedSpanQuerySet(ExpiringQuerySet["FoldedSpan"]):
+    def tampered(self) -> FoldedSpanQuerySet:
+        """Spans found not to match their signature: lookups answer none of them."""
+        return self.filter(tampered_at__isnull=False)
+
+    def untampered(self) -> FoldedSpanQuerySet:
+        return self.filter(tampered_at__isnull=True)
+
+
+class RecallReceiptQuerySet(ExpiringQuerySet["RecallReceipt"]):
+    pass
+
+
+def reported_tokens() -> CombinedExpression:
+    """A call's prompt and completion tokens as its backend reported them (none: 0)."""
+    return Coalesce(F("prompt_tokens"), 0) + Coalesce(F("completion_tokens"), 0)
+
+
+class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
+    def spent_tokens(self) -> int:
+        """The tokens these calls' backends reported, prompt and completion together."""
+        return int(self.aggregate(tokens=Sum(reported_tokens()))["tokens"] or 0)
+
+    def charged_tokens(self) -> int:
+        """What these calls count against a quota.
+
+        A settled call counts the prompt and completion tokens its backend reported. A
+        call still in flight (or lost with its worker), and one whose backend reports no
+        usage, counts its estimate. A failed call reported none and counts nothing.
+        """
+        from agentmemory.models import CallOutcome  # models imports this module
+
+        estimate = Coalesce(F("estimated_tokens"), 0)
+        charge = Case(
+            When(outcome=CallOutcome.RESERVED, then=estimate),
+            When(
+                ~Q(outcome=CallOutcome.FAILED),
+                prompt_tokens__isnull=True,
+                completion_tokens__isnull=True,
+                then=estimate,
+            ),
+            default=reported_tokens(),
+        )
+        return int(self.aggregate(tokens=Sum(charge))["tokens"] or 0)
+
+    def totals(self) -> dict[str, Any]:
+        """Calls, prompt and completion tokens, and calls by outcome, in one query."""
+        from agentmemory.models import CallOutcome  # models imports this module
+
+        outcomes = CallOutcome.values
+        totals = self.aggregate(
+            calls=Count("id"),
+            prompt_tokens=Sum("prompt_tokens", default=0),
+            completion_tokens=Sum("completion_tokens", default=0),
+            **{outcome: Count("id", filter=Q(outcome=outcome)) for outcome in outcomes},
+        )
+        return {
+            "calls": totals["calls"],
+            "prompt_tokens": totals["prompt_tokens"],
+            "completion_tokens": totals["completion_tokens"],
+            "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
+        }

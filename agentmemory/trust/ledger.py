@@ -11,8 +11,7 @@ import logging
 import time
 
 from django.db import connection, transaction
-from django.db.models import Case, F, Q, Subquery, Sum, When
-from django.db.models.functions import Coalesce
+from django.db.models import Subquery
 from django.utils import timezone
 
 from agentmemory import signals
@@ -190,26 +189,11 @@ def daily_quota(owner_id: int) -> int | None:
 def tokens_used_today(owner_id: int) -> int:
     """What the owner's summarizer calls since 00:00 UTC count against the quota.
 
-    A settled call counts the prompt and completion tokens its backend reported. A call
-    still in flight (or lost with its worker), and one whose backend reports no usage,
-    counts its estimate. A failed call reported none and counts nothing.
+    What each call counts is `SummarizerCallQuerySet.charged_tokens`: the usage its
+    backend reported, or its estimate while in flight or when none was reported.
     """
     start = timezone.now().replace(hour=0, minute=0, second=0, microsecond=0)
-    estimate = Coalesce(F("estimated_tokens"), 0)
-    charge = Case(
-        When(outcome=CallOutcome.RESERVED, then=estimate),
-        When(
-            ~Q(outcome=CallOutcome.FAILED),
-            prompt_tokens__isnull=True,
-            completion_tokens__isnull=True,
-            then=estimate,
-        ),
-        default=Coalesce(F("prompt_tokens"), 0) + Coalesce(F("completion_tokens"), 0),
-    )
-    used = SummarizerCall.objects.filter(owner_id=owner_id, created_at__gte=start).aggregate(
-        tokens=Sum(charge)
-    )["tokens"]
-    return int(used or 0)
+    return SummarizerCall.objects.filter(owner_id=owner_id, created_at__gte=start).charged_tokens()
 
 
 def quota_exceeded(thread: Thread) -> bool:

@@ -14,7 +14,6 @@ from typing import Any
 
 from django.db import transaction
 from django.db.models import Count, F, Q, QuerySet, Sum
-from django.db.models.functions import Coalesce
 
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import (
@@ -129,13 +128,6 @@ def receipts_at_turn(thread: Thread, turn: int) -> QuerySet[RecallReceipt]:
 # ---------------------------------------------------------------- savings
 
 
-def _spent(calls: QuerySet[SummarizerCall]) -> int:
-    total = calls.aggregate(
-        tokens=Sum(Coalesce(F("prompt_tokens"), 0) + Coalesce(F("completion_tokens"), 0))
-    )["tokens"]
-    return int(total or 0)
-
-
 def _saved(items: QuerySet[ReceiptItem]) -> tuple[int, int]:
     """Tokens saved by summaries loaded in place of their originals, and how many loads."""
     totals = items.filter(kind=EntryKind.SUMMARY).aggregate(
@@ -151,7 +143,7 @@ def savings(*, thread: Thread | None = None, owner: Any = None) -> dict[str, Any
     item_scope = (
         Q(receipt__thread=thread) if thread is not None else Q(receipt__thread__owner=owner)
     )
-    spent = _spent(SummarizerCall.objects.filter(scope))
+    spent = SummarizerCall.objects.filter(scope).spent_tokens()
     saved, loads = _saved(ReceiptItem.objects.filter(item_scope))
     return {
         "spent_tokens": spent,
@@ -164,6 +156,6 @@ def savings(*, thread: Thread | None = None, owner: Any = None) -> dict[str, Any
 
 def summary_savings(summary: MemoryEntry) -> dict[str, Any]:
     """What one summary cost (its ledger rows) and saved (every recall that loaded it)."""
-    spent = _spent(SummarizerCall.objects.filter(summary=summary))
+    spent = SummarizerCall.objects.filter(summary=summary).spent_tokens()
     saved, loads = _saved(ReceiptItem.objects.filter(entry=summary))
     return {"spent_tokens": spent, "saved_tokens": saved, "summary_loads": loads}
