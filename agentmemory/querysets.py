@@ -72,7 +72,8 @@ class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
 
     def needs_review(self) -> MemoryEntryQuerySet:
         """Summaries the injection quarantine flagged that nobody has reviewed yet."""
-        return self.exclude(coverage__injection_flags=[]).filter(
+        # Summaries only: a message has no coverage row, and the exclude would keep it.
+        return self.summaries().exclude(coverage__injection_flags=[]).filter(
             coverage__reviewed_at__isnull=True
         )
 
@@ -82,7 +83,7 @@ class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
 
     def lost_facts(self) -> MemoryEntryQuerySet:
         """Summaries the fact gate found missing some of their span's facts."""
-        return self.exclude(coverage__missing_facts=[])
+        return self.summaries().exclude(coverage__missing_facts=[])
 
     def unexpired_or_summaries(self, now: datetime) -> MemoryEntryQuerySet:
         """Unexpired rows, and summaries whatever their expiry: until it is retired, an
