@@ -28,11 +28,6 @@ def unexpired_q(now: datetime, prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
 
 
-def expired_q(now: datetime) -> Q:
-    """Past its ``expires_at`` at ``now`` (a row without one never expires)."""
-    return Q(expires_at__lte=now)
-
-
 _Model = TypeVar("_Model", bound=models.Model)
 
 
@@ -40,17 +35,21 @@ class ExpiringQuerySet(models.QuerySet[_Model]):
     """``expires_at`` rules, shared by every model that expires."""
 
     def expired(self, now: datetime | None = None) -> Self:
-        return self.filter(expired_q(now or timezone.now()))
+        """Rows whose ``expires_at`` is at or before ``now`` (default: the clock's now)."""
+        return self.filter(expires_at__lte=now or timezone.now())
 
     def unexpired(self, now: datetime | None = None) -> Self:
+        """Rows that never expire or expire after ``now`` (default: the clock's now)."""
         return self.filter(unexpired_q(now or timezone.now()))
 
     def never_expiring(self) -> Self:
+        """Rows without an ``expires_at``."""
         return self.filter(expires_at__isnull=True)
 
 
 class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
     def uncovered(self) -> MemoryEntryQuerySet:
+        """Entries no live summary covers."""
         return self.filter(covered_by__isnull=True)
 
     def live(self) -> MemoryEntryQuerySet:
@@ -62,8 +61,8 @@ class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
         return self.filter(retired_at__isnull=True)
 
     def retired(self) -> MemoryEntryQuerySet:
-        """Summaries unfolded, regenerated, rejected or found tampered: still readable,
-        never recalled."""
+        """Retired summaries (unfolded, regenerated, rejected, expired or found tampered):
+        still readable, never recalled."""
         return self.filter(retired_at__isnull=False)
 
     def held(self) -> MemoryEntryQuerySet:
@@ -168,11 +167,12 @@ class FoldedSpanQuerySet(ExpiringQuerySet["FoldedSpan"]):
         return self.filter(tampered_at__isnull=False)
 
     def untampered(self) -> FoldedSpanQuerySet:
+        """Spans not found tampered (yet: lookups still check each one's signature)."""
         return self.filter(tampered_at__isnull=True)
 
 
 class RecallReceiptQuerySet(ExpiringQuerySet["RecallReceipt"]):
-    pass
+    """Receipts expire with the thread's TTL; the expiry rules are all they need."""
 
 
 def reported_tokens() -> CombinedExpression:
