@@ -24,7 +24,7 @@ NOT_YET_SWITCHED = {"services.py", "admin.py"}
 
 
 def test_state_and_expiry_filters_are_written_only_on_the_querysets() -> None:
-    found = []
+    found: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
         if relative.parts[0] == "migrations" or str(relative) in HOMES | NOT_YET_SWITCHED:
