@@ -9,7 +9,13 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from agentmemory.querysets import MemoryEntryQuerySet, ThreadQuerySet
+from agentmemory.querysets import (
+    FoldedSpanQuerySet,
+    MemoryEntryQuerySet,
+    RecallReceiptQuerySet,
+    SummarizerCallQuerySet,
+    ThreadQuerySet,
+)
 
 SUMMARY_KEY_PREFIX = "msg-summary-"
 
@@ -380,6 +386,8 @@ class FoldedSpan(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
 
+    objects = FoldedSpanQuerySet.as_manager()
+
     class Meta:
         ordering = ["created_at", "id"]
         indexes = [models.Index(fields=["thread", "fingerprint"], name="agentmemory_span_lookup")]
@@ -491,6 +499,8 @@ class SummarizerCall(models.Model):
     )
     created_at = models.DateTimeField(default=timezone.now)
 
+    objects = SummarizerCallQuerySet.as_manager()
+
     class Meta:
         ordering = ["-created_at", "-id"]
         verbose_name = "summarizer call"
@@ -527,6 +537,8 @@ class RecallReceipt(models.Model):
     config = models.JSONField(default=dict, help_text="The recall settings in force.")
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
+
+    objects = RecallReceiptQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at", "-id"]

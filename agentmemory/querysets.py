@@ -1,61 +1,96 @@
-"""Reusable filters. Visibility rules live here and nowhere else."""
+"""Reusable filters. Visibility and expiry rules, and the ledger's token totals, live
+here and nowhere else."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from django.db import models
-from django.db.models import Q
+from django.db.models import Case, Count, F, Q, Sum, When
+from django.db.models.expressions import CombinedExpression
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 if TYPE_CHECKING:
     # Named in the quoted QuerySet["..."] bases below, which pyflakes does not read.
-    from agentmemory.models import MemoryEntry, Thread  # noqa: F401
+    from agentmemory.models import (  # noqa: F401
+        FoldedSpan,
+        MemoryEntry,
+        RecallReceipt,
+        SummarizerCall,
+        Thread,
+    )
 
 
 def unexpired_q(now: datetime, prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
 
 
-class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
-    def unexpired(self, now: datetime | None = None) -> MemoryEntryQuerySet:
-        return self.filter(unexpired_q(now or timezone.now()))
+_Model = TypeVar("_Model", bound=models.Model)
 
-    def expired(self, now: datetime | None = None) -> MemoryEntryQuerySet:
+
+class ExpiringQuerySet(models.QuerySet[_Model]):
+    """``expires_at`` rules, shared by every model that expires."""
+
+    def expired(self, now: datetime | None = None) -> Self:
+        """Rows whose ``expires_at`` is at or before ``now`` (default: the clock's now)."""
         return self.filter(expires_at__lte=now or timezone.now())
 
+    def unexpired(self, now: datetime | None = None) -> Self:
+        """Rows that never expire or expire after ``now`` (default: the clock's now)."""
+        return self.filter(unexpired_q(now or timezone.now()))
+
+    def never_expiring(self) -> Self:
+        """Rows without an ``expires_at``."""
+        return self.filter(expires_at__isnull=True)
+
+
+class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
     def uncovered(self) -> MemoryEntryQuerySet:
+        """Entries no live summary covers."""
         return self.filter(covered_by__isnull=True)
 
     def live(self) -> MemoryEntryQuerySet:
         """Not retired (unfolded, regenerated, tampered) and not held for review."""
-        return self.filter(retired_at__isnull=True, held_at__isnull=True)
+        return self.unretired().filter(held_at__isnull=True)
 
-    def covered(self) -> MemoryEntryQuerySet:
-        return self.filter(covered_by__isnull=False)
+    def unretired(self) -> MemoryEntryQuerySet:
+        """Not retired; a summary held for review is unretired but not live."""
+        return self.filter(retired_at__isnull=True)
 
     def retired(self) -> MemoryEntryQuerySet:
-        """Unfolded, replaced by a new version, or found tampered: never loaded again."""
+        """Retired summaries (unfolded, regenerated, rejected, expired or found tampered):
+        still readable, never recalled."""
         return self.filter(retired_at__isnull=False)
 
     def held(self) -> MemoryEntryQuerySet:
-        """Summaries held for review: they cover nothing until approved."""
+        """Summaries held back from recall until a reviewer approves them."""
         return self.filter(held_at__isnull=False)
 
-    def awaiting_review(self) -> MemoryEntryQuerySet:
-        """Summaries with injection flags that nobody has reviewed yet."""
-        return self.exclude(coverage__injection_flags=[]).filter(
+    def needs_review(self) -> MemoryEntryQuerySet:
+        """Summaries the injection quarantine flagged that nobody has reviewed yet."""
+        # Summaries only: a message has no coverage row, and the exclude would keep it.
+        return self.summaries().exclude(coverage__injection_flags=[]).filter(
             coverage__reviewed_at__isnull=True
         )
 
     def tampered(self) -> MemoryEntryQuerySet:
+        """Summaries found not to match their signature."""
         return self.filter(coverage__tampered_at__isnull=False)
 
     def lost_facts(self) -> MemoryEntryQuerySet:
-        """Summaries that do not mention some facts of their originals."""
-        return self.exclude(coverage__missing_facts=[])
+        """Summaries the fact gate found missing some of their span's facts."""
+        return self.summaries().exclude(coverage__missing_facts=[])
+
+    def unexpired_or_summaries(self, now: datetime) -> MemoryEntryQuerySet:
+        """Unexpired rows, and summaries whatever their expiry: until it is retired, an
+        expired summary still hides originals that may be live, so recall reads it."""
+        return self.filter(unexpired_q(now) | Q(kind="summary"))
+
+    def covered(self) -> MemoryEntryQuerySet:
+        return self.filter(covered_by__isnull=False)
 
     def recalled_in_place(self) -> dict[int, int]:
         """Per summary of these rows, the summary recall loads in its place: itself when
@@ -92,6 +127,12 @@ class MemoryEntryQuerySet(models.QuerySet["MemoryEntry"]):
 
     def newest_first(self) -> MemoryEntryQuerySet:
         return self.order_by("-position", "-id")
+
+    def older_than(self, entry: MemoryEntry) -> MemoryEntryQuerySet:
+        """Entries before ``entry`` in the thread's order (position, then id)."""
+        return self.filter(
+            Q(position__lt=entry.position) | Q(position=entry.position, id__lt=entry.pk)
+        )
 
     def tool_call_ids(self) -> tuple[set[str], set[str]]:
         """The tool call ids these entries call, and those their tool results answer."""
@@ -141,3 +182,68 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
                 "pk", flat=True
             )
         )
+
+
+class FoldedSpanQuerySet(ExpiringQuerySet["FoldedSpan"]):
+    def tampered(self) -> FoldedSpanQuerySet:
+        """Spans found not to match their signature: lookups answer none of them."""
+        return self.filter(tampered_at__isnull=False)
+
+    def untampered(self) -> FoldedSpanQuerySet:
+        """Spans not found tampered (yet: lookups still check each one's signature)."""
+        return self.filter(tampered_at__isnull=True)
+
+
+class RecallReceiptQuerySet(ExpiringQuerySet["RecallReceipt"]):
+    """Receipts expire with the thread's TTL; the expiry rules are all they need."""
+
+
+def reported_tokens() -> CombinedExpression:
+    """A call's prompt and completion tokens as its backend reported them (none: 0)."""
+    return Coalesce(F("prompt_tokens"), 0) + Coalesce(F("completion_tokens"), 0)
+
+
+class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
+    def spent_tokens(self) -> int:
+        """The tokens these calls' backends reported, prompt and completion together."""
+        return int(self.aggregate(tokens=Sum(reported_tokens()))["tokens"] or 0)
+
+    def charged_tokens(self) -> int:
+        """What these calls count against a quota.
+
+        A settled call counts the prompt and completion tokens its backend reported. A
+        call still in flight (or lost with its worker), and one whose backend reports no
+        usage, counts its estimate. A failed call reported none and counts nothing.
+        """
+        from agentmemory.models import CallOutcome  # models imports this module
+
+        estimate = Coalesce(F("estimated_tokens"), 0)
+        charge = Case(
+            When(outcome=CallOutcome.RESERVED, then=estimate),
+            When(
+                ~Q(outcome=CallOutcome.FAILED),
+                prompt_tokens__isnull=True,
+                completion_tokens__isnull=True,
+                then=estimate,
+            ),
+            default=reported_tokens(),
+        )
+        return int(self.aggregate(tokens=Sum(charge))["tokens"] or 0)
+
+    def totals(self) -> dict[str, Any]:
+        """Calls, prompt and completion tokens, and calls by outcome, in one query."""
+        from agentmemory.models import CallOutcome  # models imports this module
+
+        outcomes = CallOutcome.values
+        totals = self.aggregate(
+            calls=Count("id"),
+            prompt_tokens=Sum("prompt_tokens", default=0),
+            completion_tokens=Sum("completion_tokens", default=0),
+            **{outcome: Count("id", filter=Q(outcome=outcome)) for outcome in outcomes},
+        )
+        return {
+            "calls": totals["calls"],
+            "prompt_tokens": totals["prompt_tokens"],
+            "completion_tokens": totals["completion_tokens"],
+            "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
+        }

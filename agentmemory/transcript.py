@@ -13,7 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from agentmemory.quarantine import strip_invisible
+from agentmemory.trust.quarantine import strip_invisible
 
 TRANSCRIPT_OPEN = "<<<TRANSCRIPT>>>"
 TRANSCRIPT_CLOSE = "<<<END TRANSCRIPT>>>"

@@ -73,7 +73,7 @@ def build_folded(
     from django.db import connection, transaction
 
     from agentmemory.models import MemoryEntry, SummaryCoverage, Thread
-    from agentmemory.signing import sign_summary
+    from agentmemory.trust.signing import sign_summary
 
     covered = max(0, size - tail)
     spans = [(low, min(low + chunk - 1, covered)) for low in range(1, covered + 1, chunk)]

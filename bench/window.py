@@ -198,7 +198,7 @@ def bench_compact(size: int) -> list[Figure]:
 
 def bench_lookup(rows_wanted: int, samples: int) -> list[tuple[str, float, float, int]]:
     from agentmemory.models import FoldedSpan, Thread
-    from agentmemory.signing import sign_span
+    from agentmemory.trust.signing import sign_span
     from agentmemory.window.compact import folded_span_for
     from agentmemory.window.frame import (
         frame_label,

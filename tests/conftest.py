@@ -9,9 +9,9 @@ from collections.abc import Iterator
 import pytest
 from django.conf import settings
 
-from agentmemory import ledger
 from agentmemory.summarizers import testing
 from agentmemory.summarizers.base import ChatMessage
+from agentmemory.trust import ledger
 
 pytest_plugins = ["tests.openai_server"]
 

@@ -142,7 +142,7 @@ def test_each_summary_filter_selects_what_its_queryset_rule_selects(
     )
     summaries = MemoryEntry.objects.summaries()
     rules = {
-        "?status=review": summaries.awaiting_review(),
+        "?status=review": summaries.needs_review(),
         "?status=held": summaries.held(),
         "?status=tampered": summaries.tampered(),
         "?status=retired": summaries.retired(),

@@ -30,7 +30,6 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agentmemory import services
-from agentmemory.facts import FACT_NOTE_OPENING, missing_facts_note, split_fact_note
 from agentmemory.models import (
     EntryKind,
     FoldedSpan,
@@ -43,6 +42,7 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.permissions import REFUSAL
+from agentmemory.trust.facts import FACT_NOTE_OPENING, missing_facts_note, split_fact_note
 from tests.helpers import AMOUNT, DROPS_AMOUNT, ORDER, recording_settings
 
 pytestmark = pytest.mark.django_db

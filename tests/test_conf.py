@@ -23,7 +23,7 @@ from agentmemory.summarizers.offline import OfflineSummarizer
 from agentmemory.summarizers.openai import OpenAISummarizer
 from agentmemory.tokens import EncodingCounter, EstimateCounter, get_counter
 from agentmemory.window.seams import SlidingWindow, get_window
-from tests.window_seams import KeepNewest
+from tests.helpers import KeepNewest
 
 PLUGGED = ("agentmemory.summarizers", "agentmemory.tokens", "agentmemory.window")
 
@@ -59,7 +59,7 @@ def test_conf_imports_no_summarizer_counter_or_seam_module() -> None:
         ("SUMMARIZER", {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
                         "MODEL": "m", "OPTIONS": {"FUNCTION": "tests.helpers.summarize_briefly"}},
          get_summarizer, CallableSummarizer, OfflineSummarizer),
-        ("WINDOW", {"CLASS": "tests.window_seams.KeepNewest", "OPTIONS": {"KEEP": 3}},
+        ("WINDOW", {"CLASS": "tests.helpers.KeepNewest", "OPTIONS": {"KEEP": 3}},
          get_window, KeepNewest, SlidingWindow),
     ],
     ids=["token-counter", "summarizer", "window"],

@@ -31,7 +31,7 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from agentmemory import ledger, services
+from agentmemory import services
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import (
     EntryKind,
@@ -42,8 +42,9 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.receipts import record_receipt
 from agentmemory.summarizers import get_summarizer
+from agentmemory.trust import ledger
+from agentmemory.trust.receipts import record_receipt
 from tests.helpers import add_turns, recording_settings, turn_messages
 
 API = "/api/memory/"

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from agentmemory import services, signals
 from agentmemory.checks import check_settings
-from agentmemory.facts import check_facts, extract_facts, missing_facts_note
 from agentmemory.models import (
     CallOutcome,
     EntryKind,
@@ -29,6 +28,7 @@ from agentmemory.models import (
 )
 from agentmemory.summarizers import testing
 from agentmemory.transcript import SUMMARY_LABEL_PREFIX
+from agentmemory.trust.facts import check_facts, extract_facts, missing_facts_note
 from agentmemory.window.compact import compact
 from agentmemory.window.frame import WINDOW_FRAME_PREFIX
 from tests.helpers import (

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 import agentmemory.folding.attempt as engine
-from agentmemory import facts, services, signals
+from agentmemory import services, signals
 from agentmemory.folding import DeclineReason, latched
 from agentmemory.folding.span import Span
 from agentmemory.models import (
@@ -29,6 +29,7 @@ from agentmemory.models import (
 from agentmemory.summarizers import testing
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
+from agentmemory.trust import facts
 from agentmemory.window.compact import compact
 from agentmemory.window.frame import span_fingerprint
 from agentmemory.window.seams import WindowMessage

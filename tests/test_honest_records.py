@@ -32,7 +32,7 @@ from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
-from agentmemory import ledger, services, signing
+from agentmemory import services
 from agentmemory.exceptions import AgentMemoryError, SummarizerError
 from agentmemory.models import (
     CallOutcome,
@@ -47,6 +47,7 @@ from agentmemory.models import (
 )
 from agentmemory.redaction import MAX_ERROR_CHARS, describe_error, redact
 from agentmemory.tasks import fold_thread
+from agentmemory.trust import ledger, signing
 from agentmemory.window.compact import compact
 from tests.helpers import INJECTION, add_user_messages, make_thread, recording_settings
 from tests.openai_server import TEST_API_KEY, Delay, OpenAIServer, Reply, summarizer_settings

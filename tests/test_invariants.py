@@ -32,7 +32,7 @@ from agentmemory.models import (
     Thread,
     summary_key,
 )
-from agentmemory.quarantine import strip_invisible
+from agentmemory.trust.quarantine import strip_invisible
 
 BASE = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 TTL = timedelta(minutes=30)

@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, event, given, note, settings
 from hypothesis import strategies as st
 
 from agentmemory.exceptions import AgentMemoryConfigurationError
-from agentmemory.facts import check_facts, extract_facts
 from agentmemory.models import EntryKind, MemoryEntry
 from agentmemory.summarizers import get_summarizer
 from agentmemory.summarizers.base import build_prompt
@@ -25,6 +24,7 @@ from agentmemory.transcript import (
     render_tool_call,
     summary_label,
 )
+from agentmemory.trust.facts import check_facts, extract_facts
 from agentmemory.window.frame import frame_label
 
 #: The defaults of ``MAX_SHARE`` (of the span's tokens) and ``MAX_TOKENS``.

@@ -16,14 +16,14 @@ from django.contrib.auth import get_user_model
 
 from agentmemory import services, signals
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread
-from agentmemory.quarantine import (
+from agentmemory.summarizers import testing
+from agentmemory.transcript import summary_label
+from agentmemory.trust.quarantine import (
     has_invisible,
     injection_flags,
     message_flags,
     strip_invisible,
 )
-from agentmemory.summarizers import testing
-from agentmemory.transcript import summary_label
 from agentmemory.window.compact import compact
 from agentmemory.window.seams import WindowMessage
 from tests.helpers import (

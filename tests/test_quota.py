@@ -17,7 +17,7 @@ from django.core.cache import cache
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from agentmemory import ledger, services, signals
+from agentmemory import services, signals
 from agentmemory.checks import check_settings
 from agentmemory.models import (
     CallOutcome,
@@ -28,8 +28,9 @@ from agentmemory.models import (
     SummarizerCall,
     Thread,
 )
-from agentmemory.receipts import savings, summary_savings
 from agentmemory.summarizers import testing
+from agentmemory.trust import ledger
+from agentmemory.trust.receipts import savings, summary_savings
 from agentmemory.window.compact import compact
 from tests.helpers import PLAIN, add_user_messages, capture, make_thread, recording_settings
 from tests.openai_server import OpenAIServer

@@ -30,9 +30,9 @@ from agentmemory.models import (
     SummaryCoverage,
     Thread,
 )
-from agentmemory.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
 from agentmemory.summarizers import testing
 from agentmemory.transcript import DEFAULT_INSTRUCTION
+from agentmemory.trust.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
 from agentmemory.window.compact import compact, folded_span_for
 from tests.helpers import (
     MODEL,

@@ -14,8 +14,8 @@ from rest_framework.test import APIClient
 
 from agentmemory import services
 from agentmemory.models import FoldedSpan, Thread
-from agentmemory.signing import sign_span
 from agentmemory.summarizers import testing
+from agentmemory.trust.signing import sign_span
 from agentmemory.window.frame import summary_fingerprint
 from tests.helpers import RECORDING, SHORT_SUMMARY
 

@@ -24,7 +24,6 @@ from hypothesis.control import currently_in_test_context
 from agentmemory import services
 from agentmemory.messages import clean_message
 from agentmemory.models import EntryKind, MemoryEntry, Thread
-from agentmemory.quarantine import strip_invisible
 from agentmemory.summarizers.offline import OfflineSummarizer
 from agentmemory.transcript import (
     CONTINUATION,
@@ -34,6 +33,7 @@ from agentmemory.transcript import (
     render_transcript,
     summary_label,
 )
+from agentmemory.trust.quarantine import strip_invisible
 from agentmemory.window.frame import looks_like_frame
 from agentmemory.window.seams import WindowMessage
 

@@ -34,7 +34,7 @@ class ExpiredFilter(admin.SimpleListFilter):
 
 #: value: (label, the queryset method that selects it)
 STATUSES = {
-    "review": ("needs review (flagged)", MemoryEntryQuerySet.awaiting_review),
+    "review": ("needs review (flagged)", MemoryEntryQuerySet.needs_review),
     "held": ("held for review", MemoryEntryQuerySet.held),
     "tampered": ("tampered", MemoryEntryQuerySet.tampered),
     "retired": ("retired", MemoryEntryQuerySet.retired),

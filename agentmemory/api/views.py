@@ -7,7 +7,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Q, QuerySet, Sum
+from django.db.models import QuerySet
 from django.http import Http404
 from django.shortcuts import get_object_or_404
 from django.urls import include, path
@@ -44,8 +44,6 @@ from agentmemory.exceptions import (
 )
 from agentmemory.messages import clean_message
 from agentmemory.models import (
-    CallOutcome,
-    EntryKind,
     FoldedSpan,
     MemoryEntry,
     RecallReceipt,
@@ -53,8 +51,9 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.pipeline.config import ConflictingRecallOption, InvalidRecallOption
-from agentmemory.receipts import replay, savings
+from agentmemory.querysets import MemoryEntryQuerySet, SummarizerCallQuerySet
 from agentmemory.shapes import flat_message
+from agentmemory.trust.receipts import replay, savings
 
 
 class Pagination(PageNumberPagination):
@@ -373,10 +372,10 @@ class Fold(MemoryAPIView):
 # ---------------------------------------------------------------- summaries
 
 
-def thread_summaries(thread: Thread) -> QuerySet[MemoryEntry]:
+def thread_summaries(thread: Thread) -> MemoryEntryQuerySet:
     """Every summary of the thread, retired versions included (they stay readable)."""
     return (
-        MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY)
+        MemoryEntry.objects.filter(thread=thread).summaries()
         .select_related("coverage")
         .order_by("position", "id")
     )
@@ -389,7 +388,7 @@ class SummaryList(MemoryAPIView, generics.ListAPIView):
     def get_queryset(self) -> QuerySet[MemoryEntry]:
         summaries = thread_summaries(self.thread())
         if not query_flag(self.request, "include_retired"):
-            summaries = summaries.filter(retired_at__isnull=True)
+            summaries = summaries.unretired()
         return summaries
 
     @extend_schema(
@@ -504,7 +503,7 @@ class Usage(MemoryAPIView, generics.ListAPIView):
     serializer_class = s.SummarizerCallSerializer
     pagination_class = Pagination
 
-    def get_queryset(self) -> QuerySet[SummarizerCall]:
+    def get_queryset(self) -> SummarizerCallQuerySet:
         return SummarizerCall.objects.filter(thread=self.thread()).order_by("-created_at", "-id")
 
     @extend_schema(description="The thread's ledger rows, newest first, with its totals "
@@ -515,21 +514,9 @@ class Usage(MemoryAPIView, generics.ListAPIView):
         return response
 
 
-def usage_totals(calls: QuerySet[SummarizerCall]) -> dict[str, Any]:
+def usage_totals(calls: SummarizerCallQuerySet) -> dict[str, Any]:
     """Calls and tokens of a ledger selection, in one query."""
-    outcomes = CallOutcome.values
-    totals = calls.aggregate(
-        calls=Count("id"),
-        prompt_tokens=Sum("prompt_tokens", default=0),
-        completion_tokens=Sum("completion_tokens", default=0),
-        **{outcome: Count("id", filter=Q(outcome=outcome)) for outcome in outcomes},
-    )
-    return {
-        "calls": totals["calls"],
-        "prompt_tokens": totals["prompt_tokens"],
-        "completion_tokens": totals["completion_tokens"],
-        "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
-    }
+    return calls.totals()
 
 
 # ---------------------------------------------------------------- receipts and savings

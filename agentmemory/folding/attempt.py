@@ -17,16 +17,16 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from agentmemory import ledger
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
-from agentmemory.facts import check_facts, missing_facts_note
 from agentmemory.folding.latches import latch_reason, latch_refusal
 from agentmemory.folding.reasons import DeclineReason
 from agentmemory.folding.span import Span
 from agentmemory.models import CallOutcome, MemoryEntry, SummarizerCall, Thread
-from agentmemory.quarantine import injection_flags, message_flags, strip_invisible
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
+from agentmemory.trust import ledger
+from agentmemory.trust.facts import check_facts, missing_facts_note
+from agentmemory.trust.quarantine import injection_flags, message_flags, strip_invisible
 
 
 @dataclass(frozen=True)

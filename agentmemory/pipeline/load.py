@@ -10,9 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db.models import Q
-
-from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.models import MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.plan import entry_cost
 from agentmemory.querysets import MemoryEntryQuerySet
@@ -51,9 +49,7 @@ def _candidates(thread: Thread, config: RecallConfig, now: datetime) -> MemoryEn
     # Expired summaries are read too: until retired they hide originals that may still
     # be live (a summary expires with the earliest thing it stands for).
     rows = MemoryEntry.objects.filter(thread=thread).uncovered().live()
-    rows = rows.filter(
-        Q(expires_at__isnull=True) | Q(expires_at__gt=now) | Q(kind=EntryKind.SUMMARY)
-    )
+    rows = rows.unexpired_or_summaries(now)
     if config.tiers is not None:
         rows = rows.filter(tier__in=list(config.tiers))
     # select_related joins each summary's coverage, so later stages read no more rows.
@@ -104,11 +100,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
             break
         page = min(page * 2, cap - len(rows))
     oldest = rows[-1]
-    older_summaries = list(
-        candidates.filter(kind=EntryKind.SUMMARY).filter(
-            Q(position__lt=oldest.position) | Q(position=oldest.position, id__lt=oldest.pk)
-        )
-    )
+    older_summaries = list(candidates.summaries().older_than(oldest))
     rows.extend(older_summaries)
     rows.reverse()
     return _split(rows, now, complete=False, short=True)

@@ -41,9 +41,9 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.turns import turn_starts
-from agentmemory.signing import sign_summary
 from agentmemory.summarizers.base import BaseSummarizer
 from agentmemory.transcript import MessageLike, summary_label
+from agentmemory.trust.signing import sign_summary
 
 #: Kept for imports written before `DeclineReason`.
 SUMMARIZER_FAILED = DeclineReason.SUMMARIZER_FAILED
@@ -318,9 +318,9 @@ def _write_back(
                 raise _SpanChanged
             if replacing is not None:
                 # Retired first: the live summary key is unique.
-                if not MemoryEntry.objects.filter(
-                    pk=replacing.pk, retired_at__isnull=True, covered_by__isnull=True
-                ).update(retired_at=timezone.now()):
+                if not MemoryEntry.objects.filter(pk=replacing.pk).unretired().uncovered().update(
+                    retired_at=timezone.now()
+                ):
                     raise _SpanChanged
                 MemoryEntry.objects.filter(covered_by=replacing).update(covered_by=None)
             summary = MemoryEntry.objects.create(
@@ -393,9 +393,9 @@ def _absorb(absorbed: tuple[int, ...], summary: MemoryEntry) -> list[int]:
         MemoryEntry.objects.filter(covered_by__in=absorbed).values_list("pk", flat=True)
     )
     MemoryEntry.objects.filter(pk__in=children).update(covered_by=summary)
-    retired = MemoryEntry.objects.filter(
-        pk__in=absorbed, retired_at__isnull=True, covered_by__isnull=True
-    ).update(retired_at=timezone.now(), covered_by=None)
+    retired = MemoryEntry.objects.filter(pk__in=absorbed).unretired().uncovered().update(
+        retired_at=timezone.now(), covered_by=None
+    )
     if retired != len(absorbed):
         raise _SpanChanged
     return children

@@ -7,11 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentmemory.facts import Fact, check_facts, extract_facts
-from agentmemory.quarantine import strip_invisible
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult, build_prompt
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import MessageLike, fact_text, render_message
+from agentmemory.trust.facts import Fact, check_facts, extract_facts
+from agentmemory.trust.quarantine import strip_invisible
 from agentmemory.window.frame import looks_like_frame
 
 _TOOL_NAME = re.compile(r"[\w.-]+")

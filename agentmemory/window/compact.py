@@ -29,10 +29,10 @@ from agentmemory.models import (
     SpanSource,
     Thread,
 )
-from agentmemory.signing import sign_span, span_is_intact
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
+from agentmemory.trust.signing import sign_span, span_is_intact
 from agentmemory.window.frame import (
     fold_reference,
     frame_label,
@@ -272,9 +272,7 @@ def folded_span_for(thread: Thread, message: Mapping[str, Any] | str) -> FoldedS
     """
     fingerprint = summary_fingerprint(_content_of(message))
     candidates = list(
-        FoldedSpan.objects.filter(
-            thread=thread, fingerprint=fingerprint, tampered_at__isnull=True
-        )[:2]
+        FoldedSpan.objects.filter(thread=thread, fingerprint=fingerprint).untampered()[:2]
     )
     if len(candidates) > 1:
         # Frames carry their fold's reference since 0004; two folds made before it can
