@@ -710,12 +710,24 @@ def _sizes_findings(run: dict[str, Any]) -> list[str]:
 
 def publish(results: dict[str, Any], output: str) -> None:
     text = render(results)
+    if output != "-" and Path(output).exists():
+        text = _keep_api_section(Path(output).read_text(), text)
     if output == "-":
         print(text)
     else:
         Path(output).write_text(text)
         print(f"[bench] wrote {output} ({results['elapsed_s']:.0f} s of measuring)",
               file=sys.stderr)
+
+
+def _keep_api_section(previous: str, text: str) -> str:
+    """bench/api.py writes its own section (between its markers); a rewrite keeps it."""
+    from bench.api import MARK_END, MARK_START
+
+    if MARK_START not in previous:
+        return text
+    block = MARK_START + previous.split(MARK_START, 1)[1].split(MARK_END, 1)[0] + MARK_END
+    return text.rstrip("\n") + "\n\n" + block + "\n"
 
 
 # ================================================================== the report

@@ -57,7 +57,7 @@ def test_conf_imports_no_summarizer_counter_or_seam_module() -> None:
         ("TOKEN_COUNTER", "agentmemory.tokens.EstimateCounter", get_counter, EstimateCounter,
          EncodingCounter),
         ("SUMMARIZER", {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
-                        "MODEL": "m", "OPTIONS": {"FUNCTION": "tests.helpers.summarize_briefly"}},
+                        "MODEL": "m", "OPTIONS": {"FUNCTION": "tests.helpers.instant"}},
          get_summarizer, CallableSummarizer, OfflineSummarizer),
         ("WINDOW", {"CLASS": "tests.helpers.KeepNewest", "OPTIONS": {"KEEP": 3}},
          get_window, KeepNewest, SlidingWindow),
