@@ -431,3 +431,23 @@ def test_a_non_boolean_switch_fails_the_check(settings: Any, key: str, value: An
     settings.AGENTMEMORY = {key: value}
     errors = [e for e in check_settings() if e.id == "agentmemory.E013"]
     assert errors and key in errors[0].msg
+
+
+@pytest.mark.parametrize("count", [0, 1, 199, 200, 1000])
+def test_receipt_items_go_in_as_few_inserts_as_the_parameter_limit_allows(count: int) -> None:
+    from agentmemory.trust.receipts import insert_items
+
+    thread = make_thread()
+    services.append(thread, [{"role": "user", "content": f"m{n}"} for n in range(count)])
+    entries = list(MemoryEntry.objects.filter(thread=thread).order_by("position"))
+    receipt = RecallReceipt.objects.create(
+        thread=thread, turn=0, budget_tokens=1, tokens=0, config={},
+        created_at=datetime.now(UTC),
+    )
+    with CaptureQueriesContext(connection) as queries:
+        insert_items(receipt.pk, entries)
+    inserts = [q for q in queries if q["sql"].startswith("INSERT")]
+    per_statement = (connection.features.max_query_params or 50_000) // 5
+    assert len(inserts) == -(-count // per_statement)
+    items = list(receipt.items.order_by("order").values_list("entry_id", "order", "tokens"))
+    assert items == [(e.pk, n, e.token_count) for n, e in enumerate(entries)]

@@ -51,9 +51,8 @@ def record_receipt(
     omitted: int = 0,
     omitted_reason: str | None = None,
 ) -> RecallReceipt:
-    """Four statements however long the context: the thread's row lock (which reads its
-    turn), a check that what was shown is still stored, the receipt, and its items in one
-    multi-row insert."""
+    """The thread's row lock (which reads its turn), a check that what was shown is
+    still stored, the receipt, and its items in multi-row inserts (`insert_items`)."""
     with transaction.atomic():
         # The one lock order (`ThreadQuerySet.lock`); under it no erasure of this thread
         # runs, so what is checked here still stands at commit. The turn is read from the
@@ -91,9 +90,10 @@ def record_receipt(
 
 
 def insert_items(receipt_id: int, picked: list[MemoryEntry]) -> None:
-    """The receipt's items as multi-row INSERTs of plain values: a context of hundreds
-    of entries builds no model instance per item (``bulk_create`` spent a fifth of a
-    background recall doing so)."""
+    """The receipt's items as multi-row INSERTs of plain values, as many rows to a
+    statement as the database takes parameters for (199 on SQLite's default limit of
+    999, 10,000 on PostgreSQL): a context of hundreds of entries builds no model
+    instance per item (``bulk_create`` spent a fifth of a background recall doing so)."""
     connection = connections[router.db_for_write(ReceiptItem)]
     meta = ReceiptItem._meta
     quote = connection.ops.quote_name
