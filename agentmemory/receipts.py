@@ -3,6 +3,7 @@
 from agentmemory.trust.receipts import (
     ReplayedContext,
     config_record,
+    insert_items,
     receipts_at_turn,
     record_receipt,
     replay,
@@ -13,6 +14,7 @@ from agentmemory.trust.receipts import (
 __all__ = [
     "ReplayedContext",
     "config_record",
+    "insert_items",
     "receipts_at_turn",
     "record_receipt",
     "replay",

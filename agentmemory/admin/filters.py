@@ -3,18 +3,18 @@ than spelling them again."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
-from agentmemory.querysets import MemoryEntryQuerySet, unexpired_q
+from agentmemory.querysets import ExpiringQuerySet, MemoryEntryQuerySet
 
 
 class ExpiredFilter(admin.SimpleListFilter):
-    """For every model with ``expires_at``: the rule of :func:`unexpired_q`."""
+    """For every model with ``expires_at`` (its queryset is an `ExpiringQuerySet`)."""
 
     title = "expiry"
     parameter_name = "expired"
@@ -23,12 +23,13 @@ class ExpiredFilter(admin.SimpleListFilter):
         return [("yes", "expired"), ("no", "live"), ("never", "never expires")]
 
     def queryset(self, request: HttpRequest, queryset: QuerySet[Any]) -> QuerySet[Any]:
+        rows = cast(ExpiringQuerySet[Any], queryset)
         if self.value() == "yes":
-            return queryset.exclude(unexpired_q(timezone.now()))
+            return rows.expired(timezone.now())
         if self.value() == "no":
-            return queryset.filter(unexpired_q(timezone.now()))
+            return rows.unexpired(timezone.now())
         if self.value() == "never":
-            return queryset.filter(expires_at__isnull=True)
+            return rows.never_expiring()
         return queryset
 
 

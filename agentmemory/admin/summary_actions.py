@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
@@ -13,6 +13,7 @@ from agentmemory import services
 from agentmemory.admin.base import PagesAdmin
 from agentmemory.models import EntryKind, MemoryEntry, Summary
 from agentmemory.permissions import holds_expand
+from agentmemory.querysets import MemoryEntryQuerySet
 
 
 def came_back(before: set[int]) -> tuple[int, int]:
@@ -66,7 +67,7 @@ class SummaryActions(PagesAdmin):
 
     @admin.action(description="Regenerate (a new call; the old version stays readable)")
     def regenerate(self, request: HttpRequest, queryset: QuerySet[Summary]) -> None:
-        for summary in queryset.filter(retired_at__isnull=True):
+        for summary in cast(MemoryEntryQuerySet, queryset).unretired():
             outcome = services.regenerate(summary)
             self.message_user(
                 request,
