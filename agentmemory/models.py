@@ -1,7 +1,9 @@
-"""The tables. Schema never depends on a setting; policy lives in services."""
+"""The tables. Schema never depends on a setting; a thread's policy reads the settings
+only when asked (`Thread.effective_ttl`...)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import ClassVar
 
 from django.conf import settings
@@ -9,6 +11,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from agentmemory.conf import memory_settings
 from agentmemory.querysets import MemoryEntryQuerySet, ThreadQuerySet
 
 SUMMARY_KEY_PREFIX = "msg-summary-"
@@ -142,6 +145,24 @@ class Thread(models.Model):
 
     def __str__(self) -> str:
         return self.title or self.client_key or f"thread {self.pk}"
+
+    def effective_ttl(self) -> timedelta | None:
+        """How long entries written to the thread live: its ``ttl``, or DEFAULT_TTL."""
+        if self.ttl is not None:
+            return self.ttl
+        default = memory_settings.DEFAULT_TTL
+        if default is None or isinstance(default, timedelta):
+            return default
+        return timedelta(seconds=default)
+
+    def effective_write_tier(self) -> str:
+        """The tier of entries written without one: its ``write_tier``, or WRITE_TIER."""
+        return self.write_tier or str(memory_settings.WRITE_TIER)
+
+    def effective_fold_budget(self) -> int:
+        """The recall budget background folds keep the thread within: its
+        ``fold_budget``, or FOLD_BUDGET."""
+        return int(self.fold_budget or memory_settings.FOLD_BUDGET)
 
 
 class MemoryEntry(models.Model):
