@@ -50,8 +50,8 @@ def imported(name: str, tree: ast.Module, known: set[str]) -> set[str]:
 
     def visit(node: ast.AST) -> None:
         if isinstance(node, ast.If) and is_type_checking(node.test):
-            for child in node.orelse:
-                visit(child)
+            for statement in node.orelse:
+                visit(statement)
             return
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

@@ -110,8 +110,8 @@ def recall(
 
     ``overrides`` replace settings for this call (``preserve_recent=3``,
     ``mode="inline"``...). A recall that needs no fold is one read however long the
-    thread is; an inline fold takes the thread's fold lease, so concurrent recalls of
-    one thread pay for one summary.
+    thread is (and, with RECEIPTS, the receipt's writes); an inline fold takes the
+    thread's fold lease, so concurrent recalls of one thread pay for one summary.
     """
     config = RecallConfig.build(**overrides)
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0:

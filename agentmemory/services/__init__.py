@@ -1,9 +1,9 @@
 """The Python API. Tasks, views, admin actions and commands are thin layers over this.
 
-Every function takes model instances or ids. Each write is one transaction (or several,
-where its docstring says so: a purge's batches, the folds of `settle`), so a call that
-raises mid-way leaves no half-written row; what its earlier transactions committed
-stays, and a summarizer call is in the ledger before the fold that made it ends.
+Every function takes model instances or ids. Each of their writes is a transaction, so
+a call that raises leaves no half-written row; a call that writes more than once is not
+one transaction (`settle` commits fold by fold, `purge_expired` batch by batch), and the
+ledger keeps every summarizer call made before it raised.
 
 One module per concern: `threads` (policy), `appends`, `recalls` (recall and fold,
 over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give-up),
@@ -25,6 +25,7 @@ from agentmemory.folding.lease import (
 from agentmemory.services.appends import append
 from agentmemory.services.background import (
     BROKER_BACKOFF_SECONDS,
+    BrokerBackoff,
     broker,
     enqueue_fold,
     fold_due,
@@ -87,6 +88,7 @@ __all__ = [
     "NOT_REGENERABLE",
     "TAMPERED",
     "UNFOLDED",
+    "BrokerBackoff",
     "Compaction",
     "FoldOutcome",
     "FoldRequest",

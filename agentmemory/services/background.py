@@ -205,7 +205,8 @@ def fold_until_settled(
     """The background fold: fold while a fold is due, at most FOLDS_PER_TASK times.
 
     Transient summarizer errors propagate (recorded in the ledger first) so the
-    Celery task can retry; every other outcome is a result.
+    Celery task can retry; every other summarizer outcome is a result. Database errors
+    propagate too (the task retries them).
     """
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is None:
@@ -249,7 +250,8 @@ def fold_retry_pending(thread_id: int, countdown: float) -> None:
 
 
 def give_up_fold(thread_id: int, exc: BaseException) -> None:
-    """The background fold ran out of retries: warn once, send the decline signal."""
+    """The background fold ran out of retries: it is no longer queued; warn (once per
+    process and summarizer) and send the decline signal."""
     Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is not None:

@@ -46,8 +46,9 @@ def fold(
 ) -> FoldOutcome:
     """The summarize stage on its own: fold what recall would fold now.
 
-    Budget-driven, it folds until the context fits ``budget_tokens`` (default: the
-    thread's fold budget) and returns the last summary written, or the decline.
+    Budget-driven, it folds toward ``budget_tokens`` (default: the thread's fold
+    budget), at most FOLDS_PER_TASK folds per call (see `settle`), and returns the last
+    summary written, or the decline.
     """
     config = RecallConfig.build(**overrides)
     now = now or timezone.now()

@@ -91,7 +91,8 @@ def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
 
 
 def erase_thread(thread: Thread) -> None:
-    """Delete a thread with everything in it: entries, summaries, spans, latches."""
+    """Delete a thread with everything in it: entries, summaries, spans, latches. Its
+    summarizer calls stay in the ledger, linked to no thread."""
     with transaction.atomic():
         if not Thread.objects.lock(thread.pk):
             return  # erased meanwhile by another request
