@@ -145,3 +145,16 @@ def test_no_services_module_over_300_lines() -> None:
     }
     assert sizes, "agentmemory/services/ is a package"
     assert {name: size for name, size in sizes.items() if size > 300} == {}
+
+
+def test_the_layers_below_services_never_import_it() -> None:
+    """A recall goes services -> pipeline and stays there: the stages, the fold engine
+    and the lease, the window and the models import nothing from the services."""
+    below = ("agentmemory.pipeline", "agentmemory.folding", "agentmemory.window",
+             "agentmemory.models", "agentmemory.querysets", "agentmemory.summarizers")
+    upward = {
+        name: sorted(target for target in targets if target.startswith("agentmemory.services"))
+        for name, targets in import_graph().items()
+        if name.startswith(below)
+    }
+    assert {name: targets for name, targets in upward.items() if targets} == {}
