@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -90,3 +91,15 @@ def test_a_budget_driven_fold_makes_at_most_folds_per_task_folds(settings: Any) 
     assert outcome.folded
     assert MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).count() == 1
     assert services.fold(thread, budget_tokens=300).folded  # it was still due
+
+
+def test_a_threads_policy_is_its_own_or_the_projects(settings: Any) -> None:
+    settings.AGENTMEMORY = {"DEFAULT_TTL": 60, "WRITE_TIER": "warm", "FOLD_BUDGET": 900}
+    thread = Thread(title="policy")
+    assert thread.effective_ttl() == services.thread_ttl(thread) == timedelta(seconds=60)
+    assert thread.effective_write_tier() == services.thread_write_tier(thread) == "warm"
+    assert thread.effective_fold_budget() == services.thread_fold_budget(thread) == 900
+    thread.ttl, thread.write_tier, thread.fold_budget = timedelta(days=1), "cold", 300
+    assert services.thread_ttl(thread) == timedelta(days=1)
+    assert services.thread_write_tier(thread) == "cold"
+    assert services.thread_fold_budget(thread) == 300
