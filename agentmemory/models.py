@@ -1,7 +1,9 @@
-"""The tables. Schema never depends on a setting; policy lives in services."""
+"""The tables. Schema never depends on a setting; a thread's policy reads the settings
+only when asked (`Thread.effective_ttl`...)."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import ClassVar
 
 from django.conf import settings
@@ -9,6 +11,8 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
+from agentmemory.choices import CallOutcome
+from agentmemory.conf import memory_settings
 from agentmemory.querysets import (
     FoldedSpanQuerySet,
     MemoryEntryQuerySet,
@@ -47,15 +51,6 @@ class FoldPurpose(models.TextChoices):
     RECALL_FOLD = "recall-fold", "recall fold"
     WINDOW_FOLD = "window-fold", "window fold"
 
-
-class CallOutcome(models.TextChoices):
-    # Written before the call with the quota's estimate; settled to another outcome after.
-    RESERVED = "reserved", "reserved (call in flight)"
-    FOLDED = "folded", "folded"
-    DECLINED = "declined", "declined"
-    REFUSED_NOT_SMALLER = "refused-not-smaller", "refused: not smaller"
-    REFUSED_LOST_FACTS = "refused-lost-facts", "refused: lost facts"
-    FAILED = "failed", "failed"
 
 
 def summary_key(from_turn: int, to_turn: int) -> str:
@@ -148,6 +143,24 @@ class Thread(models.Model):
 
     def __str__(self) -> str:
         return self.title or self.client_key or f"thread {self.pk}"
+
+    def effective_ttl(self) -> timedelta | None:
+        """How long entries written to the thread live: its ``ttl``, or DEFAULT_TTL."""
+        if self.ttl is not None:
+            return self.ttl
+        default = memory_settings.DEFAULT_TTL
+        if default is None or isinstance(default, timedelta):
+            return default
+        return timedelta(seconds=default)
+
+    def effective_write_tier(self) -> str:
+        """The tier of entries written without one: its ``write_tier``, or WRITE_TIER."""
+        return self.write_tier or str(memory_settings.WRITE_TIER)
+
+    def effective_fold_budget(self) -> int:
+        """The recall budget background folds keep the thread within: its
+        ``fold_budget``, or FOLD_BUDGET."""
+        return int(self.fold_budget or memory_settings.FOLD_BUDGET)
 
 
 class MemoryEntry(models.Model):

@@ -13,6 +13,8 @@ from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
+from agentmemory.choices import CallOutcome
+
 if TYPE_CHECKING:
     # Named in the quoted QuerySet["..."] bases below, which pyflakes does not read.
     from agentmemory.models import (  # noqa: F401
@@ -215,8 +217,6 @@ class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
         call still in flight (or lost with its worker), and one whose backend reports no
         usage, counts its estimate. A failed call reported none and counts nothing.
         """
-        from agentmemory.models import CallOutcome  # models imports this module
-
         estimate = Coalesce(F("estimated_tokens"), 0)
         charge = Case(
             When(outcome=CallOutcome.RESERVED, then=estimate),
@@ -232,8 +232,6 @@ class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
 
     def totals(self) -> dict[str, Any]:
         """Calls, prompt and completion tokens, and calls by outcome, in one query."""
-        from agentmemory.models import CallOutcome  # models imports this module
-
         outcomes = CallOutcome.values
         totals = self.aggregate(
             calls=Count("id"),

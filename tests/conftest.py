@@ -70,7 +70,7 @@ def _fresh_process_state() -> Iterator[None]:
 
     memory_settings.reload()
     ledger._warned.clear()
-    services._broker_down_until = 0.0
+    services.broker.reset()
     yield
     memory_settings.reload()
 

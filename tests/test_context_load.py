@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from agentmemory import services
 from agentmemory.models import EntryKind, MemoryEntry, Thread
-from agentmemory.pipeline import load
+from agentmemory.pipeline import intact, load
 from tests.test_recall_contract import turns
 
 pytestmark = pytest.mark.django_db
@@ -43,10 +43,10 @@ def background_recall_both_ways(
         return loaded
 
     with monkeypatch.context() as patch:
-        patch.setattr(services, "load_context", counting)
+        patch.setattr(intact, "load_context", counting)
         short = services.recall(thread, budget, mode="background")
     with monkeypatch.context() as patch:
-        patch.setattr(services, "load_context", load.load_visible)
+        patch.setattr(intact, "load_context", load.load_visible)
         full = services.recall(thread, budget, mode="background")
     return short, full, read[0]
 

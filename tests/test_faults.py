@@ -28,6 +28,7 @@ from agentmemory import services, signals
 from agentmemory.admin import ThreadAdmin
 from agentmemory.exceptions import TransientSummarizerError
 from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.services import background as background_module
 from tests.conftest import SEED_COUNTS
 from tests.openai_server import TEST_API_KEY, Failure, OpenAIServer, summarizer_settings
 
@@ -137,7 +138,7 @@ def test_an_append_waits_at_most_broker_timeout_on_a_hung_broker_and_backs_off(
             assert services.fold_due(thread)
             assert elapsed < bound + 1.0, f"the append waited {elapsed:.1f}s on a hung broker"
             # The back-off started on the timeout, as it does on a refusal.
-            assert services._broker_down_until > time.monotonic()
+            assert services.broker.is_down()
             connections_before = len(silent.accepted)
             started = time.monotonic()
             services.append(thread, {"role": "assistant", "content": "and another"})
@@ -268,7 +269,7 @@ def test_post_fold_of_a_parked_thread_answers_409_and_sends_nothing(
     assert response.status_code == 409, response.content
     assert response.json()["state"] == "parked" and response.json()["task_id"] is None
     assert "FOLD_MAX_DEATHS" in response.json()["detail"]
-    assert services._broker_down_until == 0.0
+    assert services.broker.down_until == 0.0  # no send was tried, none failed
 
 
 # ---------------------------------------------------------------- deaths, parking, the lease
@@ -458,15 +459,17 @@ def test_a_database_error_during_write_back_retries_the_task(settings: Any) -> N
 
 @pytest.fixture
 def fold_decisions(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Every `services.fold_due` call made by an append: was a transaction open then?"""
+    """Every `services.fold_due` call made by an append: was a transaction open then?
+
+    Patched where append's `fold_if_due` looks it up, the module that owns it."""
     calls: list[bool] = []
-    decide = services.fold_due
+    decide = background_module.fold_due
 
     def spy(thread: Thread, **kwargs: Any) -> bool:
         calls.append(connection.in_atomic_block)
         return decide(thread, **kwargs)
 
-    monkeypatch.setattr(services, "fold_due", spy)
+    monkeypatch.setattr(background_module, "fold_due", spy)
     return calls
 
 

@@ -15,7 +15,6 @@ from django.utils.text import Truncator
 from agentmemory.admin.base import ReadOnlyAdmin, hash_display, links, thread_column
 from agentmemory.admin.filters import ExpiredFilter
 from agentmemory.admin.text import expandable, may_read
-from agentmemory.ledger import tokens_used_today
 from agentmemory.models import (
     EntryKind,
     FoldLatch,
@@ -23,7 +22,8 @@ from agentmemory.models import (
     RecallReceipt,
     SummarizerCall,
 )
-from agentmemory.receipts import replay
+from agentmemory.trust.ledger import tokens_used_today
+from agentmemory.trust.receipts import replay
 
 
 @admin.register(FoldLatch)

@@ -29,8 +29,8 @@ from agentmemory.admin.text import (
 )
 from agentmemory.models import MemoryEntry, Summary, SummaryCoverage
 from agentmemory.permissions import REFUSAL
-from agentmemory.receipts import summary_savings
-from agentmemory.signing import summary_is_intact
+from agentmemory.trust.receipts import summary_savings
+from agentmemory.trust.signing import summary_is_intact
 
 
 def summary_badges(summary: MemoryEntry) -> list[tuple[str, bool]]:

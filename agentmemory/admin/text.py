@@ -10,8 +10,8 @@ from django.db.models.expressions import Combinable
 from django.db.models.functions import Left, StrIndex
 from django.http import HttpRequest
 
-from agentmemory.facts import FACT_NOTE_OPENING, split_fact_note
 from agentmemory.permissions import expandable_rows
+from agentmemory.trust.facts import FACT_NOTE_OPENING, split_fact_note
 
 FACT_NOTE = "\n" + FACT_NOTE_OPENING
 FACT_NOTE_WITHHELD = (

@@ -2,6 +2,7 @@
 
 `attempt_fold` makes the call and its checks; `latched` says whether a span would be
 declined as latched; `DeclineReason` lists every reason a fold is not made.
+`agentmemory.folding.lease` holds a thread's fold lease: one fold of a thread at a time.
 """
 
 from agentmemory.folding.attempt import (

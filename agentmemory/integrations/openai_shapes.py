@@ -14,17 +14,29 @@ of a plain tool loop with the official client you pass it. Nothing here imports
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentmemory import services
 from agentmemory.exceptions import AgentMemoryError, InvalidMessageError
+from agentmemory.integrations.openai_messages import chat_messages, input_items, response_input
 from agentmemory.shapes import ITEM_FIELDS, as_mapping, flat_message
 
 if TYPE_CHECKING:
     from agentmemory.models import Thread
-    from agentmemory.services import RecalledMessage
+
+__all__ = [
+    "ITEM_KEY",
+    "STORED_ITEM_TYPES",
+    "ToolLoopError",
+    "chat_messages",
+    "chat_turn",
+    "input_items",
+    "messages_from_items",
+    "reply_message",
+    "response_input",
+    "stored_item",
+]
 
 #: The key of an entry's metadata that keeps the Responses item it was stored from, so
 #: that the item comes back exactly as it went in while it is verbatim in the context.
@@ -39,60 +51,6 @@ STORED_ITEM_TYPES = frozenset({"message", "function_call", "function_call_output
 class ToolLoopError(AgentMemoryError):
     """``chat_turn`` could not finish the turn: tools without ``call_tool``, or the model
     still calling tools after ``max_rounds`` requests."""
-
-
-def _arguments(call: Mapping[str, Any]) -> str:
-    arguments = call.get("arguments", "")
-    return arguments if isinstance(arguments, str) else json.dumps(arguments)
-
-
-def chat_messages(messages: Iterable[RecalledMessage]) -> list[dict[str, Any]]:
-    """Chat Completions messages, in order; tool calls in OpenAI's nested form."""
-    shaped: list[dict[str, Any]] = []
-    for message in messages:
-        if message.role == "tool":
-            shaped.append(
-                {"role": "tool", "tool_call_id": message.tool_call_id, "content": message.content}
-            )
-        elif message.role == "assistant" and message.tool_calls:
-            shaped.append({
-                "role": "assistant",
-                # The API's own replies carry null content beside tool calls.
-                "content": message.content or None,
-                "tool_calls": [
-                    {
-                        "id": call["id"],
-                        "type": "function",
-                        "function": {"name": call["name"], "arguments": _arguments(call)},
-                    }
-                    for call in message.tool_calls
-                ],
-            })
-        else:
-            shaped.append({"role": message.role, "content": message.content})
-    return shaped
-
-
-def input_items(message: RecalledMessage) -> list[dict[str, Any]]:
-    """One message as Responses input items: a message, then one item per tool call."""
-    if message.role == "tool":
-        return [{"type": "function_call_output", "call_id": message.tool_call_id,
-                 "output": message.content}]
-    items: list[dict[str, Any]] = []
-    if message.content:
-        items.append({"type": "message", "role": message.role, "content": message.content})
-    items.extend(
-        {"type": "function_call", "call_id": call["id"], "name": call["name"],
-         "arguments": _arguments(call)}
-        for call in message.tool_calls
-    )
-    return items
-
-
-def response_input(messages: Iterable[RecalledMessage]) -> list[dict[str, Any]]:
-    """Responses API input items, in order: ``message``, ``function_call``,
-    ``function_call_output``."""
-    return [item for message in messages for item in input_items(message)]
 
 
 # ---------------------------------------------------------------- Responses items in

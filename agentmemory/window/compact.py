@@ -163,10 +163,8 @@ def _instruction() -> str:
 def _journal(
     thread: Thread, selection: Selection, iteration: int, retain: str, draft: Draft
 ) -> FoldedSpan | None:
-    from agentmemory.services import thread_ttl
-
     now = timezone.now()
-    ttl = thread_ttl(thread)
+    ttl = thread.effective_ttl()
     nested_keys = {
         summary_fingerprint(message.content)
         for message in selection.drop

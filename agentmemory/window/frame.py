@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentmemory.models import RetainPolicy
-from agentmemory.window.seams import WindowMessage
+
+if TYPE_CHECKING:
+    from agentmemory.window.seams import WindowMessage
 
 #: Every window summary message begins with this.
 WINDOW_FRAME_PREFIX = "[compacted conversation"

@@ -15,6 +15,7 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, InvalidMessageError
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import render_message
+from agentmemory.window.frame import looks_like_frame
 
 
 @dataclass(frozen=True)
@@ -86,8 +87,6 @@ def align_cut(body: Sequence[WindowMessage], cut: int) -> int:
     moves forward to the nearest such place unless that would fold the newest message;
     then back (0, folding nothing, always qualifies).
     """
-    from agentmemory.window.frame import looks_like_frame  # frame imports this module
-
     # An earlier fold's summary message is sent as a user message, but stands for folded
     # messages: like a summary, it starts no turn.
     starts = [m.role == "user" and not looks_like_frame(m.content) for m in body]

@@ -1,0 +1,268 @@
+"""The whole recall: load (intact), summarize under the fold lease, [decay], pick by
+budget, format, and the receipt. `agentmemory.services.recall` is this `recall`.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from agentmemory.conf import memory_settings
+from agentmemory.folding import DeclineReason, decline
+from agentmemory.folding.lease import FoldState, fold_state, held_lease, take_fold_lease
+from agentmemory.integrations.openai_messages import chat_messages, response_input
+from agentmemory.models import FoldPurpose, MemoryEntry, Thread
+from agentmemory.pipeline.budget import (
+    DECAYED,
+    OVER_BUDGET,
+    context_room,
+    pick_by_budget,
+    picked_the_oldest_turn,
+)
+from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
+from agentmemory.pipeline.decay import filter_by_decay
+from agentmemory.pipeline.format import format_context
+from agentmemory.pipeline.intact import load_intact
+from agentmemory.pipeline.load import load_oldest
+from agentmemory.pipeline.plan import fold_pressure, next_fold
+from agentmemory.pipeline.summarize import (
+    FoldOutcome,
+    decline_not_worth_a_call,
+    fold_span,
+    plan_fold,
+)
+from agentmemory.summarizers import BaseSummarizer, get_summarizer
+from agentmemory.tokens import count_tokens
+from agentmemory.trust.quarantine import strip_invisible
+from agentmemory.trust.receipts import record_receipt
+
+
+@dataclass(frozen=True)
+class RecalledMessage:
+    id: int
+    kind: str
+    role: str
+    content: str
+    turn: int
+    tokens: int
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_name: str = ""
+    tool_call_id: str = ""
+
+    @classmethod
+    def of(cls, entry: MemoryEntry) -> RecalledMessage:
+        return cls(
+            id=entry.pk,
+            kind=entry.kind,
+            role=entry.role,
+            # What the model is given never carries characters a reviewer cannot see;
+            # the stored original keeps them, byte for byte.
+            content=strip_invisible(entry.content),
+            turn=entry.turn,
+            tokens=entry.token_count,
+            tool_calls=list(entry.tool_calls or []),
+            tool_name=entry.tool_name,
+            tool_call_id=entry.tool_call_id,
+        )
+
+
+@dataclass(frozen=True)
+class RecallResult:
+    """The context one recall produced, and why it looks the way it does.
+
+    ``omitted`` counts the visible entries of the thread the context left out (0 when
+    every earlier original is verbatim in it or stood for by a summary in it), and
+    ``omitted_reason`` says why: ``over-budget``, ``max-entries``, ``decayed``,
+    ``unpaired-tool-message``, ``newest-turn-too-large`` or ``below-minimum-tokens``.
+    """
+
+    messages: list[RecalledMessage]
+    text: str
+    tokens: int
+    summaries_used: list[int]
+    decline: str | None
+    folded_summary_id: int | None
+    loaded_count: int
+    budget_decline: str | None = None
+    receipt_id: int | None = None
+    omitted: int = 0
+    omitted_reason: str | None = None
+
+    def as_chat_messages(self) -> list[dict[str, Any]]:
+        """The context as Chat Completions messages; a summary is a leading ``system``
+        message (see `agentmemory.integrations.openai_shapes`)."""
+        return chat_messages(self.messages)
+
+    def as_response_input(self) -> list[dict[str, Any]]:
+        """The context as Responses API input items; a summary is a leading ``system``
+        message item (see `agentmemory.integrations.openai_shapes`)."""
+        return response_input(self.messages)
+
+
+#: An inline recall found another fold of the thread running and waited it out in vain.
+FOLD_IN_PROGRESS = DeclineReason.FOLD_IN_PROGRESS
+
+
+def recall(
+    thread: Thread, budget_tokens: int, *, now: datetime | None = None, **overrides: Any
+) -> RecallResult:
+    """Load, summarize, [decay], pick by budget and format the thread's context.
+
+    ``overrides`` replace settings for this call (``preserve_recent=3``,
+    ``mode="inline"``...). A recall that needs no fold makes the same few reads however long
+    the thread is (and, with RECEIPTS, the receipt's writes); an inline fold takes the
+    thread's fold lease, so concurrent recalls of one thread pay for one summary.
+    """
+    config = RecallConfig.build(**overrides)
+    if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0:
+        raise InvalidRecallOption(
+            f"budget_tokens must be a non-negative integer, got {budget_tokens!r}.",
+            field="budget_tokens",
+        )
+    now = now or timezone.now()
+    room = context_room(budget_tokens, config)
+    loaded = load_intact(thread, config, now, room, context_only=config.mode == "background")
+    outcomes: list[FoldOutcome] = []
+    entries = loaded.entries
+    if config.mode == "inline" and not config.budget_driven:
+        if plan_fold(entries, config) is None:
+            outcome = fold_loaded(thread, entries, config)  # a decline, never a call
+        else:
+            [outcome] = _under_lease(thread, lambda: [fold_loaded(thread, entries, config)])
+        outcomes.append(outcome)
+        if outcome.summary is not None and outcome.plan is not None:
+            # The span is a contiguous stretch of what was loaded; the summary takes its place.
+            entries = [*outcome.plan.before, outcome.summary, *outcome.plan.kept]
+    elif (
+        config.mode == "inline"
+        # Nothing will be injected below the minimum: no fold is paid for it either.
+        and budget_tokens - config.reserve_tokens >= config.minimum_tokens
+        and fold_pressure(entries, room, config, complete=loaded.complete)
+    ):
+        # Until settled, however long the history: a second recall with nothing appended
+        # must find nothing left to fold (the contract's idempotence).
+        outcomes = _under_lease(
+            thread, lambda: settle(thread, config, room, get_summarizer(), now=now,
+                                   max_folds=None)
+        )
+        loaded = load_intact(thread, config, now, room)
+        entries = loaded.entries
+    loaded_count = len(entries)
+    decayed = 0
+    if config.decay is not None:
+        kept = filter_by_decay(entries, now, config.decay)
+        decayed, entries = len(entries) - len(kept), kept
+    picked = pick_by_budget(entries, budget_tokens, config)
+    if loaded.short and picked_the_oldest_turn(entries, picked.entries):
+        # The budget stage went through a short load (`load_context`) without reaching
+        # its limit, so an older turn might still have fit: pick from the full load.
+        loaded = load_intact(thread, config, now, room)
+        entries = loaded.entries
+        picked = pick_by_budget(entries, budget_tokens, config)
+    omitted, omitted_reason = picked.omitted + decayed, picked.omitted_reason
+    if decayed and omitted_reason is None:
+        omitted_reason = DECAYED
+    if config.budget_driven and not loaded.complete:
+        # History beyond the row cap (a backfill not folded yet) is left out too.
+        visible = MemoryEntry.objects.filter(thread=thread).visible(now, config.tiers).count()
+        if visible > len(loaded.entries):
+            omitted += visible - len(loaded.entries)
+            omitted_reason = omitted_reason or OVER_BUDGET
+    text = format_context(picked.entries, config)
+    tokens = count_tokens(text) if text else 0
+    folded = [outcome.summary for outcome in outcomes if outcome.summary is not None]
+    decline = next((o.decline for o in reversed(outcomes) if o.decline), None)
+    receipt_id = None
+    if memory_settings.RECEIPTS:
+        ttl = thread.effective_ttl()
+        receipt_id = record_receipt(
+            thread, picked.entries, config=config, budget_tokens=budget_tokens, tokens=tokens,
+            decline=decline, budget_decline=picked.decline,
+            folded_summary=folded[-1] if folded else None, now=now,
+            expires_at=now + ttl if ttl is not None else None,
+            omitted=omitted, omitted_reason=omitted_reason,
+        ).pk
+    return RecallResult(
+        messages=[RecalledMessage.of(entry) for entry in picked.entries],
+        text=text,
+        tokens=tokens,
+        summaries_used=[entry.pk for entry in picked.entries if entry.is_summary],
+        decline=decline,
+        folded_summary_id=folded[-1].pk if folded else None,
+        loaded_count=loaded_count,
+        budget_decline=picked.decline,
+        receipt_id=receipt_id,
+        omitted=omitted,
+        omitted_reason=omitted_reason,
+    )
+
+
+def fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig) -> FoldOutcome:
+    """The seeds' count-driven fold: one span of what was loaded, at most one call."""
+    summarizer = get_summarizer()
+    plan = plan_fold(loaded, config)
+    if plan is None:
+        if len(loaded) <= config.preserve_recent:
+            return FoldOutcome(summary=None)  # nothing could be folded: nothing to say
+        return decline_not_worth_a_call(thread, summarizer)
+    return fold_span(thread, plan, config, summarizer)
+
+
+def settle(
+    thread: Thread,
+    config: RecallConfig,
+    room: int,
+    summarizer: BaseSummarizer,
+    *,
+    now: datetime | None = None,
+    attempt: int = 1,
+    raise_transient: bool = False,
+    max_folds: int | None = -1,
+) -> list[FoldOutcome]:
+    """Fold until the thread's context fits ``room``: at most ``max_folds`` folds
+    (FOLDS_PER_TASK by default, None for no bound), each planned afresh from the thread
+    (oldest first), stopping at the first decline."""
+    if max_folds == -1:
+        max_folds = memory_settings.FOLDS_PER_TASK
+    outcomes: list[FoldOutcome] = []
+    while max_folds is None or len(outcomes) < max_folds:
+        at = now or timezone.now()
+        loaded = load_intact(thread, config, at, room)
+        entries, complete = loaded.entries, loaded.complete
+        if not complete:
+            # More history than the room could hold: fold it forward from its oldest end.
+            oldest = load_oldest(thread, config, at, config.input_limit)
+            entries, complete = oldest.entries, oldest.complete
+        plan = next_fold(entries, room, config, complete=complete)
+        if plan is None:
+            if not outcomes and fold_pressure(entries, room, config, complete=complete):
+                outcomes.append(decline_not_worth_a_call(thread, summarizer))
+            break
+        outcome = fold_span(
+            thread, plan, config, summarizer, attempt=attempt, raise_transient=raise_transient
+        )
+        outcomes.append(outcome)
+        if not outcome.folded:
+            break
+    return outcomes
+
+
+def _under_lease(thread: Thread, fold: Callable[[], list[FoldOutcome]]) -> list[FoldOutcome]:
+    """Run an inline fold under the thread's lease, waiting up to INLINE_FOLD_WAIT for a
+    fold that holds it: concurrent recalls of one thread pay for one summary."""
+    summarizer = get_summarizer()
+    owner = uuid.uuid4().hex
+    deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
+    while not take_fold_lease(thread.pk, owner):
+        if time.monotonic() >= deadline or fold_state(thread.pk).state == FoldState.PARKED:
+            decline(thread, summarizer, FoldPurpose.RECALL_FOLD, FOLD_IN_PROGRESS)
+            return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
+        time.sleep(0.05)
+    with held_lease(thread.pk, owner):
+        return fold()

@@ -1,0 +1,146 @@
+"""The Python API. Tasks, views, admin actions and commands are thin layers over this.
+
+Every function takes model instances or ids. Each of their writes is a transaction, so
+a call that raises leaves no half-written row; a call that writes more than once is not
+one transaction (`settle` commits fold by fold, `purge_expired` batch by batch), and the
+ledger keeps every summarizer call made before it raised.
+
+One module per concern: `threads` (policy), `appends`, `recalls` (recall and fold,
+over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give-up),
+`summaries` (expand, unfold, regenerate, review, retire), `integrity` (verify) and
+`retention` (erase, purge). Every name is importable from here.
+"""
+
+from __future__ import annotations
+
+from agentmemory.folding.lease import (
+    FoldRequest,
+    FoldState,
+    fold_state,
+    held_lease,
+    park_fold,
+    release_fold_lease,
+    take_fold_lease,
+)
+from agentmemory.services.appends import append
+from agentmemory.services.background import (
+    BROKER_BACKOFF_SECONDS,
+    BrokerBackoff,
+    broker,
+    enqueue_fold,
+    fold_due,
+    fold_if_due,
+    fold_retry_pending,
+    fold_task_options,
+    fold_until_settled,
+    give_up_fold,
+    request_fold,
+    sweep,
+    unpark_fold,
+)
+from agentmemory.services.integrity import report_tampered, report_tampered_span, verify
+from agentmemory.services.recalls import (
+    FOLD_IN_PROGRESS,
+    FoldOutcome,
+    RecalledMessage,
+    RecallResult,
+    fold,
+    load_intact,
+    recall,
+    retire_expired,
+    settle,
+)
+from agentmemory.services.retention import (
+    PurgeResult,
+    clear_thread,
+    derived_rows,
+    erase_entry,
+    erase_thread,
+    erase_user,
+    purge_expired,
+)
+from agentmemory.services.summaries import (
+    NOT_REGENERABLE,
+    TAMPERED,
+    UNFOLDED,
+    derived_summaries,
+    derived_summary_ids,
+    expand,
+    regenerate,
+    resign_summary,
+    retire,
+    review,
+    unfold,
+)
+from agentmemory.services.threads import thread_fold_budget, thread_ttl, thread_write_tier
+from agentmemory.window.compact import (
+    Compaction,
+    compact,
+    entry_digest,
+    expand_span,
+    folded_messages,
+    folded_span_for,
+)
+
+__all__ = [
+    "BROKER_BACKOFF_SECONDS",
+    "FOLD_IN_PROGRESS",
+    "NOT_REGENERABLE",
+    "TAMPERED",
+    "UNFOLDED",
+    "BrokerBackoff",
+    "Compaction",
+    "FoldOutcome",
+    "FoldRequest",
+    "FoldState",
+    "PurgeResult",
+    "RecallResult",
+    "RecalledMessage",
+    "append",
+    "broker",
+    "clear_thread",
+    "compact",
+    "derived_rows",
+    "derived_summaries",
+    "derived_summary_ids",
+    "enqueue_fold",
+    "entry_digest",
+    "erase_entry",
+    "erase_thread",
+    "erase_user",
+    "expand",
+    "expand_span",
+    "fold",
+    "fold_due",
+    "fold_if_due",
+    "fold_retry_pending",
+    "fold_state",
+    "fold_task_options",
+    "fold_until_settled",
+    "folded_messages",
+    "folded_span_for",
+    "give_up_fold",
+    "held_lease",
+    "load_intact",
+    "park_fold",
+    "purge_expired",
+    "recall",
+    "regenerate",
+    "release_fold_lease",
+    "report_tampered",
+    "report_tampered_span",
+    "request_fold",
+    "resign_summary",
+    "retire",
+    "retire_expired",
+    "review",
+    "settle",
+    "sweep",
+    "take_fold_lease",
+    "thread_fold_budget",
+    "thread_ttl",
+    "thread_write_tier",
+    "unfold",
+    "unpark_fold",
+    "verify",
+]

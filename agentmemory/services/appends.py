@@ -1,0 +1,99 @@
+"""Append: store messages in order, under the thread's row lock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+from agentmemory.conf import memory_settings
+from agentmemory.exceptions import MessageConflictError, ThreadGoneError
+from agentmemory.messages import check_tool_call_ids, clean_message
+from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
+from agentmemory.pipeline.format import entry_line
+from agentmemory.services.background import fold_if_due
+from agentmemory.tokens import count_tokens
+
+
+def append(
+    thread: Thread,
+    messages: Any,
+    *,
+    now: datetime | None = None,
+) -> list[MemoryEntry]:
+    """Store one message or several, in order, and return the stored entries.
+
+    A message is a mapping with ``role`` and ``content``, and optionally
+    ``tool_calls`` (assistant: ``[{"id", "name", "arguments"}]``), ``tool_name`` and
+    ``tool_call_id`` (tool), ``turn``, ``tier`` and ``metadata``; or an OpenAI Chat
+    Completions message or Responses input item, as a dict or the SDK's pydantic object,
+    stored by the rules of `agentmemory.shapes`. When ``turn`` is
+    omitted, each user message opens a new turn and the others join the current one.
+    Any invalid message raises `InvalidMessageError` and nothing is stored; one that
+    conflicts with the thread (a turn before its current turn, a tool call id already
+    used, a tool result for a call not stored before it, a call answered twice) raises
+    its subclass `MessageConflictError` (`ToolCallIdError` names the id).
+    """
+    single = isinstance(messages, Mapping) or hasattr(messages, "model_dump")
+    batch = [messages] if single else list(messages)
+    cleaned = [clean_message(message, index) for index, message in enumerate(batch)]
+    now = now or timezone.now()
+    ttl = thread.effective_ttl()
+    expires_at = now + ttl if ttl is not None else None
+    default_tier = thread.effective_write_tier()
+    with transaction.atomic():
+        # The row lock (the one lock order, `ThreadQuerySet.lock`) serialises appends to
+        # one thread, so positions and turns are assigned from the counters without
+        # reading the thread's entries.
+        locked = (
+            Thread.objects.select_for_update().only("last_position", "last_turn")
+            .filter(pk=thread.pk).first()
+        )
+        if locked is None:
+            raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
+        position, turn = locked.last_position, locked.last_turn
+        if any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned):
+            check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
+        entries = []
+        for index, message in enumerate(cleaned):
+            position += 1
+            if message.get("turn") is not None:
+                if message["turn"] < turn:
+                    raise MessageConflictError(
+                        f"turn {message['turn']} is before the thread's current turn {turn}.",
+                        field="turn",
+                        index=index,
+                    )
+                turn = message["turn"]
+            elif message["role"] == Role.USER or turn == 0:
+                turn += 1
+            entry = MemoryEntry(
+                thread=thread,
+                kind=EntryKind.MESSAGE,
+                role=message["role"],
+                content=message["content"],
+                tool_calls=message.get("tool_calls") or [],
+                tool_name=message.get("tool_name", ""),
+                tool_call_id=message.get("tool_call_id", ""),
+                turn=turn,
+                position=position,
+                tier=message.get("tier") or default_tier,
+                created_at=now,
+                expires_at=expires_at,
+                metadata=message.get("metadata") or {},
+            )
+            entry.token_count = count_tokens(entry_line(entry))
+            entries.append(entry)
+        MemoryEntry.objects.bulk_create(entries)
+        Thread.objects.filter(pk=thread.pk).update(
+            last_position=position, last_turn=turn, updated_at=now
+        )
+        if memory_settings.RECALL_MODE == "background":
+            # After the commit, outside the row lock: deciding reads the thread's history,
+            # and appends to the thread queue on that lock.
+            transaction.on_commit(lambda: fold_if_due(thread.pk))
+    thread.last_position, thread.last_turn = position, turn
+    return entries

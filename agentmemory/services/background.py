@@ -1,0 +1,266 @@
+"""Background folding: request, enqueue, the task's work, retry, give-up, sweep.
+
+The database is the record of pending work (``Thread.fold_queued_until``, the lease in
+`agentmemory.folding.lease`); the one piece of process state is `broker`, the back-off
+after a broker outage.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Q
+from django.utils import timezone
+
+from agentmemory.broker import send_within
+from agentmemory.conf import memory_settings
+from agentmemory.extras import require
+from agentmemory.folding import latched
+from agentmemory.folding.lease import (
+    FoldRequest,
+    FoldState,
+    fold_state,
+    held_lease,
+    take_fold_lease,
+)
+from agentmemory.models import FoldPurpose, Thread
+from agentmemory.pipeline.budget import context_room
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.intact import load_intact
+from agentmemory.pipeline.load import load_oldest, load_visible
+from agentmemory.pipeline.plan import next_fold
+from agentmemory.pipeline.recall import settle
+from agentmemory.pipeline.summarize import (
+    FoldOutcome,
+    fold_span,
+    plan_fold,
+    report_summarizer_failure,
+)
+from agentmemory.summarizers import BaseSummarizer, get_summarizer
+from agentmemory.trust.ledger import quota_exceeded
+
+logger = logging.getLogger("agentmemory")
+
+# A broker outage costs one request its BROKER_TIMEOUT, not every request.
+BROKER_BACKOFF_SECONDS = 30.0
+
+
+class BrokerBackoff:
+    """Until when this process sends no fold task, after the broker failed to answer."""
+
+    def __init__(self) -> None:
+        self.down_until = 0.0
+
+    def is_down(self) -> bool:
+        return time.monotonic() < self.down_until
+
+    def failed(self) -> None:
+        self.down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
+
+    def reset(self) -> None:
+        self.down_until = 0.0
+
+
+broker = BrokerBackoff()
+
+
+def fold_if_due(thread_id: int) -> None:
+    """Request a background fold of the thread if one is due and none is on its way.
+
+    The cheap question first: a thread whose fold is queued, leased or parked needs no
+    decision (under a burst of appends, most of them)."""
+    now = timezone.now()
+    thread = (
+        Thread.objects.without_fold_on_its_way(now)
+        .filter(pk=thread_id, fold_parked_until__isnull=True).first()
+    )
+    if thread is not None and fold_due(thread, now=now):
+        request_fold(thread_id)
+
+
+
+def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
+    """Would a background fold fold now? The load, the latch check, and the quota."""
+    config = RecallConfig.build()
+    now = now or timezone.now()
+    room = context_room(thread.effective_fold_budget(), config)
+    loaded = load_visible(thread, config, now, room)
+    if loaded.expired_summaries:
+        return True
+    entries, complete = loaded.entries, loaded.complete
+    if config.budget_driven:
+        if not complete:
+            oldest = load_oldest(thread, config, now, config.input_limit)
+            entries, complete = oldest.entries, oldest.complete
+        plan = next_fold(entries, room, config, complete=complete)
+    else:
+        plan = plan_fold(entries, config)
+    return (
+        plan is not None
+        and latched(
+            thread, FoldPurpose.RECALL_FOLD, span_key=plan.span_key, start_key=plan.start_key,
+            span_tokens=plan.span_tokens,
+        ) is None
+        and not quota_exceeded(thread)
+    )
+
+
+
+def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
+    """Send ``fold_thread`` for a thread unless one is already on its way.
+
+    One chain per thread: the send claims ``Thread.fold_queued_until`` by a conditional
+    update (FOLD_LEASE seconds, renewed by a retrying task), so while a fold is queued,
+    retrying or holding the lease, more requests answer with that state and send
+    nothing. A parked thread is sent only by the sweep, once its back-off is over.
+    The database is the record of pending work: when the broker is down or does not
+    answer within BROKER_TIMEOUT this logs a warning, stops sending from this process
+    for BROKER_BACKOFF_SECONDS (the sweep excepted) and answers BROKER_DOWN; the sweep
+    enqueues the fold once the broker is back. Without Celery installed it raises
+    MissingExtraError (the ``celery`` extra).
+    """
+    fold_thread = require("Background folding", "agentmemory.tasks").fold_thread
+    if broker.is_down() and not by_sweep:
+        # The broker failed moments ago: do not make this request wait too.
+        return FoldRequest(FoldState.BROKER_DOWN)
+    now = timezone.now()
+    parked = Q(fold_parked_until__isnull=True)
+    if by_sweep:
+        parked |= Q(fold_parked_until__lte=now)
+    claimed = (
+        Thread.objects.without_fold_on_its_way(now)
+        .filter(parked, pk=thread_id)
+        .update(fold_queued_until=now + timedelta(seconds=float(memory_settings.FOLD_LEASE)))
+    )
+    if not claimed:
+        return fold_state(thread_id)
+    try:
+        task_id = send_within(
+            fold_thread, (thread_id,), fold_task_options(get_summarizer()),
+            float(memory_settings.BROKER_TIMEOUT),
+        )
+    except Exception as exc:
+        Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
+        broker.failed()
+        logger.warning(
+            "agentmemory: could not enqueue the fold of thread %s (%s: %s); no fold is "
+            "enqueued from this process for %s s, and the periodic sweep enqueues the "
+            "missed ones when the broker is reachable.",
+            thread_id,
+            type(exc).__name__,
+            exc,
+            BROKER_BACKOFF_SECONDS,
+        )
+        return FoldRequest(FoldState.BROKER_DOWN)
+    broker.reset()
+    return FoldRequest(FoldState.QUEUED, task_id=task_id)
+
+
+def enqueue_fold(thread_id: int, *, after_outage: bool = False) -> str | None:
+    """`request_fold` for callers that need only the id of the task it sent, or None."""
+    return request_fold(thread_id, by_sweep=after_outage).task_id
+
+
+def fold_task_options(summarizer: BaseSummarizer) -> dict[str, Any]:
+    """Queue and time limits for ``fold_thread``, above the summarizer's own timeout."""
+    timeout = float(summarizer.timeout)
+    options: dict[str, Any] = {
+        "soft_time_limit": timeout + 30,
+        "time_limit": timeout + 60,
+        "retry": False,
+    }
+    if memory_settings.FOLD_QUEUE:
+        options["queue"] = memory_settings.FOLD_QUEUE
+    return options
+
+
+def sweep(*, now: datetime | None = None) -> list[int]:
+    """Enqueue folds that are due but were never done (a lost task, a broker outage, a
+    parked fold whose back-off is over).
+
+    Looks at threads written within ``SWEEP_WINDOW`` seconds, newest first, at most
+    ``SWEEP_LIMIT`` of them; returns the ids it enqueued.
+    """
+    now = now or timezone.now()
+    since = now - timedelta(seconds=memory_settings.SWEEP_WINDOW)
+    candidates = Thread.objects.filter(updated_at__gte=since).order_by("-updated_at")[
+        : memory_settings.SWEEP_LIMIT
+    ]
+    enqueued = []
+    for thread in candidates:
+        # The sweep is how an outage is recovered from: it always tries the broker.
+        if fold_due(thread, now=now) and enqueue_fold(thread.pk, after_outage=True):
+            enqueued.append(thread.pk)
+    return enqueued
+
+
+
+def fold_until_settled(
+    thread_id: int, *, attempt: int = 1, lease_owner: str | None = None
+) -> list[FoldOutcome]:
+    """The background fold: fold while a fold is due, at most FOLDS_PER_TASK times.
+
+    Transient summarizer errors propagate (recorded in the ledger first) so the
+    Celery task can retry; every other summarizer outcome is a result. Database errors
+    propagate too (the task retries them).
+    """
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is None:
+        return []  # erased while the task waited: nothing to do
+    config = RecallConfig.build(mode="inline")
+    summarizer = get_summarizer()
+    # A redelivered or retried task keeps its id, so it takes back the lease a killed
+    # worker left behind instead of waiting for it to run out.
+    owner = lease_owner or uuid.uuid4().hex
+    if not take_fold_lease(thread_id, owner):
+        return []  # the fold holding the lease re-checks when it is done; or parked
+    outcomes: list[FoldOutcome] = []
+    with held_lease(thread_id, owner, retried=True):
+        if config.budget_driven:
+            room = context_room(thread.effective_fold_budget(), config)
+            outcomes = settle(
+                thread, config, room, summarizer, attempt=attempt, raise_transient=True
+            )
+        else:
+            for _ in range(memory_settings.FOLDS_PER_TASK):
+                loaded = load_intact(thread, config, timezone.now(), 0)
+                plan = plan_fold(loaded.entries, config)
+                if plan is None:
+                    break
+                outcome = fold_span(
+                    thread, plan, config, summarizer, attempt=attempt, raise_transient=True
+                )
+                outcomes.append(outcome)
+                if not outcome.folded:
+                    break
+    if outcomes and outcomes[-1].folded and fold_due(thread):
+        enqueue_fold(thread_id)  # appends that arrived meanwhile were turned away
+    return outcomes
+
+
+def fold_retry_pending(thread_id: int, countdown: float) -> None:
+    """The task retries in ``countdown`` seconds: until then it stands for the thread's
+    queued fold, so appends start no second retry chain."""
+    until = timezone.now() + timedelta(seconds=countdown + float(memory_settings.FOLD_LEASE))
+    Thread.objects.filter(pk=thread_id).update(fold_queued_until=until)
+
+
+def give_up_fold(thread_id: int, exc: BaseException) -> None:
+    """The background fold ran out of retries: it is no longer queued; warn (once per
+    process and summarizer) and send the decline signal."""
+    Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
+    thread = Thread.objects.filter(pk=thread_id).first()
+    if thread is not None:
+        report_summarizer_failure(thread, get_summarizer(), exc)
+
+
+
+def unpark_fold(thread: Thread) -> FoldRequest:
+    """A person's retry of a parked fold: forget its deaths and enqueue it now."""
+    Thread.objects.filter(pk=thread.pk).update(fold_parked_until=None, fold_deaths=0)
+    thread.fold_parked_until, thread.fold_deaths = None, 0
+    return request_fold(thread.pk)

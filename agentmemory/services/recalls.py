@@ -1,0 +1,63 @@
+"""Recall and fold: thin calls into `agentmemory.pipeline.recall`, which owns the whole
+recall (load-intact, the inline fold under the lease, the receipt) and its result types.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from agentmemory.models import Thread
+from agentmemory.pipeline.budget import context_room
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.intact import load_intact, retire_expired
+from agentmemory.pipeline.recall import (
+    FOLD_IN_PROGRESS,
+    RecalledMessage,
+    RecallResult,
+    fold_loaded,
+    recall,
+    settle,
+)
+from agentmemory.pipeline.summarize import FoldOutcome
+from agentmemory.summarizers import get_summarizer
+
+__all__ = [
+    "FOLD_IN_PROGRESS",
+    "FoldOutcome",
+    "RecallResult",
+    "RecalledMessage",
+    "fold",
+    "load_intact",
+    "recall",
+    "retire_expired",
+    "settle",
+]
+
+
+def fold(
+    thread: Thread,
+    *,
+    now: datetime | None = None,
+    budget_tokens: int | None = None,
+    **overrides: Any,
+) -> FoldOutcome:
+    """The summarize stage on its own: fold what recall would fold now.
+
+    Budget-driven, it folds toward ``budget_tokens`` (default: the thread's fold
+    budget), at most FOLDS_PER_TASK folds per call (see `settle`), and returns the last
+    summary written, or the decline.
+    """
+    config = RecallConfig.build(**overrides)
+    now = now or timezone.now()
+    if not config.budget_driven:
+        loaded = load_intact(thread, config, now, 0)
+        return fold_loaded(thread, loaded.entries, config)
+    room = context_room(budget_tokens or thread.effective_fold_budget(), config)
+    outcomes = settle(thread, config, room, get_summarizer(), now=now)
+    folded = [outcome for outcome in outcomes if outcome.folded]
+    if folded:
+        return folded[-1]
+    return outcomes[-1] if outcomes else FoldOutcome(summary=None)

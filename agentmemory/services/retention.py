@@ -1,0 +1,198 @@
+"""Erasure and retention: erase an entry, a thread, a user's threads; purge what expired.
+
+Everything derived from an erased row goes with it, found by recorded derivation
+(`derived_rows`), never by searching text (law 7).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from agentmemory.conf import memory_settings
+from agentmemory.exceptions import ThreadGoneError
+from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, SpanSource, Thread
+from agentmemory.pipeline.intact import derived_summary_ids
+from agentmemory.window.compact import entry_digest
+
+
+def erase_entry(entry: MemoryEntry) -> None:
+    """Delete an entry and everything derived from it (`derived_rows`), with the
+    receipts that showed any of it, in one transaction (law 7)."""
+    with transaction.atomic():
+        if not Thread.objects.lock(entry.thread_id):
+            return
+        ids, span_ids = derived_rows([entry.pk])
+        RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
+        FoldedSpan.objects.filter(pk__in=span_ids).delete()
+        MemoryEntry.objects.filter(pk__in=ids).delete()
+
+
+def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
+    """The entries and window spans that go with ``entry_ids``, found by recorded
+    derivation, never by searching text:
+
+    - the entries themselves and every summary built on them, through nesting
+      (`SummarySource`);
+    - every window span that folded one of those (a `SpanSource` linked to it, or,
+      for a message that was no entry when it was folded, with its digest), every span
+      that swallowed such a span's frame, however deep (``nested_spans``), and every
+      span of the same threads whose derivation is unknown (made before it was
+      recorded, without its messages);
+    - every entry of those threads that is one of those spans' frames (an agent that
+      stored its compacted window), and in turn what is derived from it.
+    """
+    entries: set[int] = set()
+    spans: set[int] = set()
+    frontier = set(entry_ids)
+    while frontier:
+        frontier |= set(derived_summary_ids(frontier))
+        entries |= frontier
+        rows = list(
+            MemoryEntry.objects.filter(pk__in=frontier).only(
+                "pk", "thread_id", "role", "content", "tool_calls", "tool_call_id"
+            )
+        )
+        threads = {row.thread_id for row in rows}
+        found = set(
+            SpanSource.objects.filter(
+                Q(entry_id__in=frontier)
+                | Q(
+                    entry__isnull=True,
+                    span__thread_id__in=threads,
+                    digest__in={entry_digest(row) for row in rows},
+                )
+            ).values_list("span_id", flat=True)
+        )
+        found |= set(
+            FoldedSpan.objects.filter(thread_id__in=threads, derivation_unknown=True)
+            .values_list("pk", flat=True)
+        )
+        found -= spans
+        new_spans: set[int] = set()
+        while found:
+            new_spans |= found
+            found = set(
+                FoldedSpan.objects.filter(nested_spans__in=found).values_list("pk", flat=True)
+            ) - new_spans - spans
+        spans |= new_spans
+        frames = FoldedSpan.objects.filter(pk__in=new_spans).values_list("content", flat=True)
+        frontier = set(
+            MemoryEntry.objects.filter(thread_id__in=threads, content__in=frames)
+            .exclude(pk__in=entries)
+            .values_list("pk", flat=True)
+        )
+    return sorted(entries), sorted(spans)
+
+
+def erase_thread(thread: Thread) -> None:
+    """Delete a thread with everything in it: entries, summaries, spans, latches. Its
+    summarizer calls stay in the ledger, linked to no thread."""
+    with transaction.atomic():
+        if not Thread.objects.lock(thread.pk):
+            return  # erased meanwhile by another request
+        # Clear coverage links first so deletion is not one SET NULL per summary.
+        MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
+        thread.delete()
+
+
+def clear_thread(thread: Thread) -> None:
+    """Erase everything in the thread, as `erase_thread` does, and keep the thread itself:
+    its id, owner, key, title, metadata and policy. The next append opens turn 1."""
+    with transaction.atomic():
+        kept = Thread.objects.select_for_update().filter(pk=thread.pk).first()
+        if kept is None:
+            raise ThreadGoneError(f"Thread {thread.pk} was erased.")
+        # Deleting the row erases what it holds by the one erasure path (the cascade);
+        # inserting it again under the same id keeps the callers' references valid.
+        erase_thread(Thread.objects.get(pk=thread.pk))
+        kept.last_position = kept.last_turn = 0
+        kept.fold_lease_until, kept.fold_lease_owner = None, ""
+        kept.save(force_insert=True)
+    thread.last_position = thread.last_turn = 0
+
+
+def erase_user(user_id: int) -> int:
+    """Erase every thread the user owns; returns how many threads were erased."""
+    with transaction.atomic():
+        threads = list(Thread.objects.filter(owner_id=user_id).order_by("pk"))
+        for thread in threads:
+            erase_thread(thread)
+    return len(threads)
+
+
+
+@dataclass(frozen=True)
+class PurgeResult:
+    entries: int
+    spans: int
+    batches: int
+
+
+def purge_expired(
+    *,
+    now: datetime | None = None,
+    batch_size: int | None = None,
+    max_batches: int | None = None,
+    thread_ids: Iterable[int] | None = None,
+) -> PurgeResult:
+    """Delete expired rows in bounded batches, each batch one transaction.
+
+    Only entries nothing covers are deleted: a summary expires with the earliest thing
+    it stands for, so it goes first, what it covered is unlinked (and recalled verbatim
+    while it lives), and an expired original never waits under a live summary.
+    """
+    now = now or timezone.now()
+    batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
+    expired_entries = MemoryEntry.objects.expired(now).uncovered()
+    expired_spans = FoldedSpan.objects.expired(now)
+    expired_receipts = RecallReceipt.objects.expired(now)
+    if thread_ids is not None:
+        thread_ids = list(thread_ids)
+        expired_entries = expired_entries.filter(thread_id__in=thread_ids)
+        expired_spans = expired_spans.filter(thread_id__in=thread_ids)
+        expired_receipts = expired_receipts.filter(thread_id__in=thread_ids)
+    entries = spans = batches = 0
+    while max_batches is None or batches < max_batches:
+        with transaction.atomic():
+            roots = list(
+                expired_entries.order_by("expires_at", "id").values_list("pk", flat=True)[
+                    :batch_size
+                ]
+            )
+            span_ids = list(expired_spans.values_list("pk", flat=True)[:batch_size])
+            receipt_ids = list(expired_receipts.values_list("pk", flat=True)[:batch_size])
+            if not roots and not span_ids and not receipt_ids:
+                break
+            # The one lock order: the threads first (in id order), then their rows.
+            Thread.objects.lock_many(
+                [
+                    *MemoryEntry.objects.filter(pk__in=roots).values_list("thread_id", flat=True),
+                    *FoldedSpan.objects.filter(pk__in=span_ids).values_list("thread_id", flat=True),
+                    *RecallReceipt.objects.filter(pk__in=receipt_ids).values_list(
+                        "thread_id", flat=True
+                    ),
+                ]
+            )
+            # Top-down: only the roots go in this batch; what they covered is unlinked. An
+            # expired original among it is a root of a later batch, a live one is
+            # verbatim again. A batch stays bounded however deep the nesting.
+            MemoryEntry.objects.filter(covered_by__in=roots).update(covered_by=None)
+            # Retired or held summaries built on a purged entry cover nothing, but they
+            # would stand for originals that are gone: they go with them, and so does
+            # every window span derived from one of them.
+            doomed, derived_spans = derived_rows(roots)
+            RecallReceipt.objects.filter(
+                Q(pk__in=receipt_ids) | Q(items__entry_id__in=doomed)
+            ).delete()
+            spans += FoldedSpan.objects.filter(pk__in={*span_ids, *derived_spans}).delete()[0]
+            entries += MemoryEntry.objects.filter(pk__in=doomed).delete()[1].get(
+                MemoryEntry._meta.label, 0
+            )
+        batches += 1
+    return PurgeResult(entries=entries, spans=spans, batches=batches)
