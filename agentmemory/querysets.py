@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     )
 
 
+def expired_q(now: datetime) -> Q:
+    return Q(expires_at__lte=now)
+
+
 def unexpired_q(now: datetime, prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
 
@@ -38,7 +42,7 @@ class ExpiringQuerySet(models.QuerySet[_Model]):
 
     def expired(self, now: datetime | None = None) -> Self:
         """Rows whose ``expires_at`` is at or before ``now`` (default: the clock's now)."""
-        return self.filter(expires_at__lte=now or timezone.now())
+        return self.filter(expired_q(now or timezone.now()))
 
     def unexpired(self, now: datetime | None = None) -> Self:
         """Rows that never expire or expire after ``now`` (default: the clock's now)."""

@@ -154,3 +154,53 @@ def test_a_short_load_used_up_by_orphaned_results_falls_back_on_the_full_load(
     assert context(short) == context(full)
     # The older turns fit once the orphans are set aside: the full load was needed.
     assert any(m.content.startswith("Turn 39:") for m in short.messages)
+
+
+# ---------------------------------------------------------------- fold_due's tally
+
+
+def fold_due_both_ways(thread: Thread, monkeypatch: pytest.MonkeyPatch) -> tuple[bool, bool]:
+    """(fold_due with the tally's short cut, fold_due always reading the rows)."""
+    from agentmemory.services import background
+
+    quick = background.fold_due(thread)
+    with monkeypatch.context() as patch:
+        real = background.tally_visible
+        patch.setattr(background, "tally_visible",
+                      lambda *args: (real(*args)[0], False, False))  # as if over the row cap
+        full = background.fold_due(thread)
+    return quick, full
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(
+    conversation=turns(),
+    fold_budget=st.sampled_from([None, 300, 800, 2000]),
+    folds=st.lists(st.sampled_from([300, 600, 1500]), max_size=2),
+)
+def test_the_tally_decides_a_fold_as_reading_the_rows_does(
+    monkeypatch: pytest.MonkeyPatch, conversation: list[list[dict[str, Any]]],
+    fold_budget: int | None, folds: list[int],
+) -> None:
+    thread = Thread.objects.create(fold_budget=fold_budget)
+    for number, turn in enumerate(conversation):
+        services.append(thread, turn)
+        if number < len(folds):
+            services.recall(thread, folds[number], mode="inline")
+        quick, full = fold_due_both_ways(thread, monkeypatch)
+        assert quick == full
+
+
+def test_an_append_to_a_short_thread_decides_in_one_query_reading_no_row() -> None:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agentmemory.services import background
+
+    thread = Thread.objects.create()
+    services.append(thread, chat_turns(0, 5))
+    with CaptureQueriesContext(connection) as queries:
+        assert background.fold_due(thread) is False
+    assert len(queries) == 1 and "SUM(" in queries[0]["sql"].upper()

@@ -10,10 +10,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from agentmemory.models import MemoryEntry, Thread
+from django.db.models import Count, F, Q, Sum
+
+from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.plan import entry_cost
-from agentmemory.querysets import MemoryEntryQuerySet
+from agentmemory.pipeline.plan import Tally, entry_cost
+from agentmemory.querysets import MemoryEntryQuerySet, expired_q
 
 #: Each entry costs at least two tokens in a context (its text and the line break), so a
 #: room of R tokens never holds more than R // 2 entries. The hard cap bounds a recall
@@ -69,6 +71,26 @@ def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int)
     rows = list(_candidates(thread, config, now).newest_first()[:cap])
     rows.reverse()
     return _split(rows, now, complete=len(rows) < cap)
+
+
+def tally_visible(
+    thread: Thread, config: RecallConfig, now: datetime, room: int
+) -> tuple[Tally, bool, bool]:
+    """What `load_visible` would load, counted in one aggregate query instead of read:
+    (the tally `plan.pressure` takes, whether the load would be complete, whether it
+    would hold an expired summary). Exact only when complete (the whole visible history
+    is under the row cap); an incomplete load has fold pressure whatever it holds."""
+    is_summary = Q(kind=EntryKind.SUMMARY)
+    cost = F("token_count") + 1  # `plan.entry_cost`, summed by the database
+    totals = _candidates(thread, config, now).order_by().aggregate(
+        rows=Count("id"),
+        cost=Sum(cost, default=0),
+        summaries=Count("id", filter=is_summary),
+        summary_cost=Sum(cost, filter=is_summary, default=0),
+        expired=Count("id", filter=is_summary & expired_q(now)),
+    )
+    tally = Tally(totals["rows"], totals["cost"], totals["summaries"], totals["summary_cost"])
+    return tally, tally.rows < row_cap(config, room), bool(totals["expired"])
 
 
 def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:

@@ -126,22 +126,46 @@ def fold_pressure(
 ) -> bool:
     """Whether a fold is due: more history than was loaded, the room outgrown, or the
     count trigger reached."""
-    if not entries:
-        return False
-    if not complete:
-        return True
-    if config.trigger_min_entries is not None and len(entries) >= config.trigger_min_entries:
-        return True
-    if config.high_water is None:
-        return False
-    return sum(map(entry_cost, entries)) > room * config.high_water or _summaries_over(
-        entries, room, config
+    summaries = [entry for entry in entries if entry.is_summary]
+    return pressure(
+        Tally(len(entries), sum(map(entry_cost, entries)), len(summaries),
+              sum(map(entry_cost, summaries))),
+        room, config, complete=complete,
     )
 
 
+@dataclass(frozen=True)
+class Tally:
+    """What `pressure` needs of the loaded entries: rows and their cost, of all and of
+    the summaries (`pipeline.load.tally_visible` counts them in the database)."""
+
+    rows: int
+    cost: int
+    summaries: int
+    summary_cost: int
+
+
+def pressure(tally: Tally, room: int, config: RecallConfig, *, complete: bool) -> bool:
+    """`fold_pressure` from the counts alone."""
+    if not tally.rows:
+        return False
+    if not complete:
+        return True
+    if config.trigger_min_entries is not None and tally.rows >= config.trigger_min_entries:
+        return True
+    if config.high_water is None:
+        return False
+    return tally.cost > room * config.high_water or _summaries_over_tally(tally, room, config)
+
+
 def _summaries_over(entries: list[MemoryEntry], room: int, config: RecallConfig) -> bool:
-    summaries = sum(entry_cost(e) for e in entries if e.is_summary)
-    return sum(1 for e in entries if e.is_summary) > 1 and summaries > room * config.summary_share
+    summaries = [entry for entry in entries if entry.is_summary]
+    tally = Tally(len(entries), 0, len(summaries), sum(map(entry_cost, summaries)))
+    return _summaries_over_tally(tally, room, config)
+
+
+def _summaries_over_tally(tally: Tally, room: int, config: RecallConfig) -> bool:
+    return tally.summaries > 1 and tally.summary_cost > room * config.summary_share
 
 
 def next_fold(

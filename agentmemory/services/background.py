@@ -31,8 +31,8 @@ from agentmemory.models import FoldPurpose, Thread
 from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.intact import load_intact
-from agentmemory.pipeline.load import load_oldest, load_visible
-from agentmemory.pipeline.plan import next_fold
+from agentmemory.pipeline.load import load_oldest, load_visible, tally_visible
+from agentmemory.pipeline.plan import next_fold, pressure
 from agentmemory.pipeline.recall import settle
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
@@ -88,6 +88,11 @@ def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
     config = RecallConfig.build()
     now = now or timezone.now()
     room = context_room(thread.effective_fold_budget(), config)
+    if config.budget_driven:
+        # Most appends find no pressure: one aggregate says so without reading a row.
+        tally, complete, expired = tally_visible(thread, config, now, room)
+        if complete and not expired and not pressure(tally, room, config, complete=True):
+            return False
     loaded = load_visible(thread, config, now, room)
     if loaded.expired_summaries:
         return True
