@@ -57,6 +57,10 @@ def background_recall_both_ways(
 @given(
     conversation=turns(),
     repeat=st.integers(min_value=1, max_value=4),
+    # Small pages make the short load, its later pages and the summaries beyond it
+    # common on threads of tens of rows; the claim holds for any page size.
+    paging=st.sampled_from([(load.CONTEXT_MIN_PAGE, load.CONTEXT_PAGE_DIVISOR),
+                            (1, 10**9), (4, 10**9), (16, 64)]),
     fold_budgets=st.lists(st.sampled_from([300, 600, 1500]), max_size=3),
     orphans=st.integers(min_value=0, max_value=3),
     budgets=st.lists(st.sampled_from([150, 300, 600, 1000, 2000, 4000]), min_size=1,
@@ -64,8 +68,10 @@ def background_recall_both_ways(
 )
 def test_a_background_recall_gives_the_context_of_the_full_load(
     monkeypatch: pytest.MonkeyPatch, conversation: list[list[dict[str, Any]]], repeat: int,
-    fold_budgets: list[int], orphans: int, budgets: list[int],
+    fold_budgets: list[int], orphans: int, budgets: list[int], paging: tuple[int, int],
 ) -> None:
+    monkeypatch.setattr(load, "CONTEXT_MIN_PAGE", paging[0])
+    monkeypatch.setattr(load, "CONTEXT_PAGE_DIVISOR", paging[1])
     thread = Thread.objects.create()
     for copy in range(repeat):  # long threads: the conversation again, with fresh call ids
         for turn in conversation:

@@ -27,6 +27,11 @@ MAX_LOAD_ROWS = 20_000
 #: of 64 tokens or more, so one query is the usual case.
 OLDEST_PAGE_DIVISOR = 32
 
+#: A first page of `load_context` is the room divided by this, at least the minimum:
+#: one query when rows average 8 tokens or more, and a short thread in one query.
+CONTEXT_PAGE_DIVISOR = 8
+CONTEXT_MIN_PAGE = 64
+
 
 @dataclass(frozen=True)
 class Loaded:
@@ -110,7 +115,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     candidates = _candidates(thread, config, now).newest_first()
     rows: list[MemoryEntry] = []
     held = 0
-    page = min(cap, max(64, room // 8 + 1))  # one page when rows average 8 tokens or more
+    page = min(cap, max(CONTEXT_MIN_PAGE, room // CONTEXT_PAGE_DIVISOR + 1))
     while True:
         fetched = list(candidates[len(rows) : len(rows) + page])
         rows.extend(fetched)
