@@ -72,10 +72,10 @@ def covered_by_link(obj: MemoryEntry) -> str:
     )
 
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+class ReadOnly:
     """A record: viewable, never added, changed or deleted from the admin, superusers
     included (deleting a ledger row would change cost and quota accounting); rows go
-    with their thread through the erasure and purge services."""
+    with their thread through the erasure and purge services. For admins and inlines."""
 
     def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
@@ -85,6 +85,10 @@ class ReadOnlyAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return False
+
+
+class ReadOnlyAdmin(ReadOnly, admin.ModelAdmin):
+    """A `ReadOnly` model admin."""
 
 
 class OriginalsLookupGuard(admin.ModelAdmin):

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
@@ -13,6 +11,7 @@ from django.utils.html import format_html_join
 from agentmemory import services
 from agentmemory.admin.base import (
     PagesAdmin,
+    ReadOnly,
     ReadOnlyAdmin,
     covered_by_link,
     hash_display,
@@ -49,7 +48,7 @@ BADGE_COLOURS = {"tampered": "#a61b1b", "flagged": "#8a5a00", "held": "#8a5a00",
                  "lost": "#5d2a75", "retired": "#666"}
 
 
-class SummaryCoverageInline(admin.StackedInline):
+class SummaryCoverageInline(ReadOnly, admin.StackedInline):
     model = SummaryCoverage
     can_delete = False
     extra = 0
@@ -72,15 +71,6 @@ class SummaryCoverageInline(admin.StackedInline):
     @admin.display(description="missing facts")
     def missing_facts_shown(self, obj: SummaryCoverage) -> str:
         return shown_missing_facts(obj)
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Summary)

@@ -93,7 +93,7 @@ def insert_items(receipt_id: int, picked: list[MemoryEntry]) -> None:
     """The receipt's items as multi-row INSERTs of plain values, as many rows to a
     statement as the database takes parameters for (199 on SQLite's default limit of
     999, 10,000 on PostgreSQL): a context of hundreds of entries builds no model
-    instance per item (``bulk_create`` spent a fifth of a background recall doing so)."""
+    instance per item, as ``bulk_create`` would."""
     connection = connections[router.db_for_write(ReceiptItem)]
     meta = ReceiptItem._meta
     quote = connection.ops.quote_name
