@@ -34,6 +34,15 @@ def unexpired_q(now: datetime, prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
 
 
+def no_fold_on_its_way_q(now: datetime, prefix: str = "") -> Q:
+    """No fold queued, retrying or holding the lease (a claim or a lease past its time
+    counts as gone: its holder died). ``prefix`` reaches a thread through a relation."""
+    return (
+        Q(**{f"{prefix}fold_queued_until__isnull": True})
+        | Q(**{f"{prefix}fold_queued_until__lt": now})
+    ) & (Q(**{f"{prefix}fold_lease_owner": ""}) | Q(**{f"{prefix}fold_lease_until__lt": now}))
+
+
 _Model = TypeVar("_Model", bound=models.Model)
 
 
@@ -160,12 +169,9 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
         return self.filter(owner=user)
 
     def without_fold_on_its_way(self, now: datetime) -> ThreadQuerySet:
-        """Threads with no fold queued, retrying or holding the lease (a claim or a lease
-        past its time counts as gone: its holder died)."""
-        return self.filter(
-            Q(fold_queued_until__isnull=True) | Q(fold_queued_until__lt=now),
-            Q(fold_lease_owner="") | Q(fold_lease_until__lt=now),
-        )
+        """Threads with no fold queued, retrying or holding the lease
+        (`no_fold_on_its_way_q`)."""
+        return self.filter(no_fold_on_its_way_q(now))
 
     def lock(self, pk: int) -> bool:
         """Take the thread's row lock (inside a transaction); False if it is gone.

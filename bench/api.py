@@ -3,8 +3,13 @@
 Each target is the example project at some revision, on PostgreSQL (a scratch database
 per target, created and dropped here), served by gunicorn (2 sync workers) on
 127.0.0.1, in background recall mode with a real Redis broker that no worker reads
-(so a fold is requested but never run: only the request path is measured). A pool
-of ``requests`` sessions on the same machine drives it. Targets:
+(so a fold is requested but never run: only the request path is measured). Clients are
+threads of this process, each with its own `http.client` connection: on the same two
+cores the client competes with the server it measures, and the standard library's
+client costs a request about a third of the CPU of a ``requests`` session (its CPU is
+reported too). Before the first phase every target gets appends and recalls from 8
+clients at once, so that both workers have loaded the token encoding (about 1.4 s of
+CPU each, otherwise charged to the first phase). Targets:
 
 - ``baseline``: ``--baseline`` (a git revision), as that revision's example project
   configures it;
@@ -17,14 +22,15 @@ a request, each client on its own thread) for 1, 8 and 32 clients; batch appends
 filling one thread to 10,000 entries; background-mode recalls of that thread for 1, 8
 and 32 clients; an oversized batch (150,000 items, about 2.4 MB) that must be refused.
 For every phase: requests/s, p50/p95, and the CPU per request of the app (gunicorn's
-processes) and of the database (this database's backends, plus exited backends as
-the postmaster reaps them), and database connections opened per request.
+processes), of the database (this database's backends, plus exited backends as the
+postmaster reaps them) and of the client (this process), and database connections
+opened per request.
 
     .venv/bin/python bench/api.py [--baseline REV] [--seconds 8] [--write docs/benchmarks.md]
 
 ``--write`` replaces the section between the API markers of that page (``bench/run.py``
 keeps the section when it rewrites the page) and saves the figures in
-artifacts/api.json. Needs ``pip install -e '.[bench]'`` (gunicorn, requests), a
+artifacts/api.json. Needs ``pip install -e '.[bench]'`` (gunicorn), a
 reachable PostgreSQL (``PG*`` variables) and Redis (``BENCH_REDIS``, default
 redis://127.0.0.1:6379/9, flushed).
 """
@@ -32,6 +38,7 @@ redis://127.0.0.1:6379/9, flushed).
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import signal
@@ -133,6 +140,33 @@ def sessions(database: str) -> int:
 # ---------------------------------------------------------------- load
 
 
+class Http:
+    """One HTTP/1.1 connection of the standard library's client (it reconnects when the
+    server closes, as gunicorn's sync workers do after every response)."""
+
+    def __init__(self, port: int, headers: dict[str, str]) -> None:
+        self.connection = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        self.headers = {**headers, "Content-Type": "application/json"}
+
+    def request(self, method: str, path: str, body: Any = None, *, raw: bytes | None = None
+                ) -> tuple[int, bytes]:
+        payload = raw if raw is not None else (
+            json.dumps(body).encode() if body is not None else None)
+        try:
+            self.connection.request(method, path, body=payload, headers=self.headers)
+            response = self.connection.getresponse()
+            return response.status, response.read()
+        except (ConnectionError, http.client.HTTPException):
+            self.connection.close()  # the next request opens a new connection
+            raise
+
+    def json(self, method: str, path: str, body: Any = None) -> Any:
+        status, data = self.request(method, path, body)
+        if status >= 400:
+            raise SystemExit(f"{method} {path} answered {status}: {data[:300]!r}")
+        return json.loads(data)
+
+
 @dataclass
 class Phase:
     name: str
@@ -144,6 +178,7 @@ class Phase:
     statuses: Counter[int] = field(default_factory=Counter)
     app_cpu: float = 0.0
     db_cpu: float = 0.0
+    client_cpu: float = 0.0
     connections: int = 0
 
     @property
@@ -159,20 +194,17 @@ class Phase:
 
 
 def drive(
-    phase: Phase, work: Callable[[Any, int, int], tuple[int, int]], *, limit: int,
-    seconds: float, meter: CpuMeter,
+    phase: Phase, work: Callable[[Http, int, int], tuple[int, int]], *, limit: int,
+    seconds: float, meter: CpuMeter, connect: Callable[[], Http],
 ) -> Phase:
-    """Run ``work(session, client, n)`` for n = 0.. on ``phase.clients`` threads until
+    """Run ``work(client, number, n)`` for n = 0.. on ``phase.clients`` threads until
     ``limit`` calls or ``seconds`` have passed; ``work`` returns (status, entries)."""
-    import requests
-
     lock = threading.Lock()
     next_call = [0]
     deadline = time.monotonic() + seconds
 
     def client(number: int) -> None:
-        session = requests.Session()
-        session.trust_env = False  # loopback only: no proxy from the environment
+        http_client = connect()
         while time.monotonic() < deadline:
             with lock:
                 n = next_call[0]
@@ -180,7 +212,7 @@ def drive(
                     return
                 next_call[0] += 1
             started = time.perf_counter()
-            status, written = work(session, number, n)
+            status, written = work(http_client, number, n)
             elapsed = time.perf_counter() - started
             with lock:
                 phase.requests += 1
@@ -190,6 +222,7 @@ def drive(
                     phase.entries += written
 
     app_before, db_before = meter.read()
+    client_before = time.process_time()
     connections_before = sessions(meter.database)
     started = time.perf_counter()
     pool = [threading.Thread(target=client, args=(n,)) for n in range(phase.clients)]
@@ -199,6 +232,7 @@ def drive(
         thread.join()
     phase.seconds = time.perf_counter() - started
     app_after, db_after = meter.read()
+    phase.client_cpu = time.process_time() - client_before
     phase.app_cpu, phase.db_cpu = app_after - app_before, db_after - db_before
     phase.connections = sessions(meter.database) - connections_before
     return phase
@@ -289,8 +323,6 @@ def served(target: Target, env: dict[str, str]) -> Iterator[subprocess.Popen[byt
 def measure(target: Target, args: argparse.Namespace, state: dict[str, Any]) -> list[Phase]:
     """Every phase against one target; ``state`` carries the token and thread ids to a
     target that reuses the database."""
-    import requests
-
     env = target_env(target, args.broker)
     if target.fill:
         with postgres_admin() as admin:
@@ -306,88 +338,94 @@ def measure(target: Target, args: argparse.Namespace, state: dict[str, Any]) -> 
     headers = {"Authorization": f"Token {state['token']}"}
     phases: list[Phase] = []
     with served(target, env) as server:
-        base = f"http://127.0.0.1:{server.port}/api/memory/"  # type: ignore[attr-defined]
-        wait_until_up(base, headers, server)
+        port = server.port  # type: ignore[attr-defined]
+        base = "/api/memory/"
+        wait_until_up(port, headers, server)
         meter = CpuMeter(server.pid, target.database)
-        setup = requests.Session()
-        setup.trust_env = False
-        for _ in range(20):  # warm both workers: imports, the token counter, connections
-            setup.get(base + "threads/", headers=headers, timeout=30).raise_for_status()
 
-        def post(session: Any, path: str, body: Any) -> Any:
-            return session.post(base + path, json=body, headers=headers, timeout=120)
+        def connect() -> Http:
+            return Http(port, headers)
+
+        setup = connect()
 
         def create_thread(title: str) -> int:
-            response = post(setup, "threads/", {"title": title})
-            response.raise_for_status()
-            return int(response.json()["id"])
+            return int(setup.json("POST", base + "threads/", {"title": title})["id"])
 
         if target.fill:
             state["own"] = [create_thread(f"client {n}") for n in range(max(CLIENTS))]
             state["big"] = create_thread("10,000 entries")
-        own, big = state["own"], state["big"]
+            state["warm"] = create_thread("warm-up")
+        own, big, warm = state["own"], state["big"], state["warm"]
         counter = state.setdefault("sent", Counter())
 
-        def single(session: Any, client: int, n: int) -> tuple[int, int]:
-            thread = own[client]
-            counter[thread] += 1
-            response = post(session, f"threads/{thread}/entries/", chat(counter[thread]))
-            return response.status_code, 1
+        def warm_up(client: Http, number: int, n: int) -> tuple[int, int]:
+            counter[warm] += 1
+            if n % 2:
+                return client.request("POST", base + f"threads/{warm}/recall/",
+                                      {"budget_tokens": 4000, "mode": "background"})[0], 0
+            return client.request("POST", base + f"threads/{warm}/entries/",
+                                  chat(counter[warm]))[0], 1
 
-        def recall(session: Any, client: int, n: int) -> tuple[int, int]:
-            response = post(session, f"threads/{big}/recall/",
-                            {"budget_tokens": 4000, "mode": "background"})
-            return response.status_code, 0
+        # Both workers: imports, the token encoding, connections. Not reported.
+        drive(Phase("warm-up", 8), warm_up, limit=80, seconds=120, meter=meter,
+              connect=connect)
+
+        def single(client: Http, number: int, n: int) -> tuple[int, int]:
+            thread = own[number]
+            counter[thread] += 1
+            return client.request("POST", base + f"threads/{thread}/entries/",
+                                  chat(counter[thread]))[0], 1
+
+        def recall(client: Http, number: int, n: int) -> tuple[int, int]:
+            return client.request("POST", base + f"threads/{big}/recall/",
+                                  {"budget_tokens": 4000, "mode": "background"})[0], 0
 
         for clients in target.clients:
-            phases.append(drive(Phase("single appends", clients), single,
-                                limit=args.singles, seconds=args.seconds, meter=meter))
+            phases.append(drive(Phase("single appends", clients), single, limit=args.singles,
+                                seconds=args.seconds, meter=meter, connect=connect))
         if target.fill:
             turns = [m for n in range(1, THREAD_ENTRIES // 4 + 1) for m in turn(n)]
             batches = [turns[at:at + BATCH] for at in range(0, THREAD_ENTRIES, BATCH)]
 
-            def batch(session: Any, client: int, n: int) -> tuple[int, int]:
-                response = post(session, f"threads/{big}/entries/", {"entries": batches[n]})
-                return response.status_code, len(batches[n])
+            def batch(client: Http, number: int, n: int) -> tuple[int, int]:
+                return client.request("POST", base + f"threads/{big}/entries/",
+                                      {"entries": batches[n]})[0], len(batches[n])
 
             phases.append(drive(Phase(f"batch appends ({BATCH} a request)", 8), batch,
-                                limit=len(batches), seconds=300, meter=meter))
-            stored = setup.get(base + f"threads/{big}/entries/?page_size=1", headers=headers,
-                               timeout=30).json()["count"]
+                                limit=len(batches), seconds=300, meter=meter,
+                                connect=connect))
+            stored = setup.json("GET", base + f"threads/{big}/entries/?page_size=1")["count"]
             if stored != THREAD_ENTRIES:
                 raise SystemExit(f"the recall thread holds {stored} entries, not "
                                  f"{THREAD_ENTRIES}")
         for clients in target.clients:
             phases.append(drive(Phase("background recalls (10,000 entries)", clients), recall,
-                                limit=args.recalls, seconds=args.seconds, meter=meter))
+                                limit=args.recalls, seconds=args.seconds, meter=meter,
+                                connect=connect))
         if target.fill:
             body = json.dumps({"entries": [{"role": "user"}] * OVERSIZED_ITEMS}).encode()
 
-            def oversized(session: Any, client: int, n: int) -> tuple[int, int]:
-                response = session.post(base + f"threads/{own[0]}/entries/", data=body,
-                                        headers={**headers, "Content-Type": "application/json"},
-                                        timeout=120)
-                return response.status_code, 0
+            def oversized(client: Http, number: int, n: int) -> tuple[int, int]:
+                return client.request("POST", base + f"threads/{own[0]}/entries/",
+                                      raw=body)[0], 0
 
             phase = drive(Phase(f"oversized batch ({len(body) / 1e6:.1f} MB, refused)", 1),
-                          oversized, limit=5, seconds=60, meter=meter)
+                          oversized, limit=5, seconds=60, meter=meter, connect=connect)
             phases.append(phase)
     return phases
 
 
-def wait_until_up(base: str, headers: dict[str, str], server: subprocess.Popen[bytes]) -> None:
-    import requests
-
+def wait_until_up(port: int, headers: dict[str, str], server: subprocess.Popen[bytes]) -> None:
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if server.poll() is not None:
             raise SystemExit(f"gunicorn exited with {server.returncode}")
         try:
-            requests.get(base + "threads/", headers=headers, timeout=2,
-                         proxies={"http": "", "https": ""}).raise_for_status()
-            return
-        except requests.RequestException:
-            time.sleep(0.3)
+            if Http(port, headers).request("GET", "/api/memory/threads/")[0] == 200:
+                return
+        except OSError:
+            pass
+        time.sleep(0.3)
     raise SystemExit("gunicorn did not answer within 60s")
 
 
@@ -471,6 +509,7 @@ def section(data: dict[str, Any]) -> str:
                 label, p["name"], str(p["clients"]), number(p["requests"]),
                 number(p["rate"], 1), number(p["p50_ms"], 1), number(p["p95_ms"], 1),
                 number(per(p["app_cpu"]), 2), number(per(p["db_cpu"]), 2),
+                number(per(p.get("client_cpu", 0.0)), 2),
                 number(p["connections"] / p["requests"] if p["requests"] else 0, 2),
             ])
     ratios = []
@@ -487,9 +526,11 @@ def section(data: dict[str, Any]) -> str:
         "",
         "`bench/api.py`: the example project on PostgreSQL under gunicorn (2 sync workers), "
         "background recall mode with a Redis broker no worker reads (a fold is requested, "
-        "never run), token authentication, receipts on; clients are `requests` sessions on "
-        f"the same machine. Baseline: revision {data['baseline']}, run in the same session "
-        f"as this tree. Machine: {m['nproc']} CPUs, {m['cpu']}, {m['memory']}. Load average "
+        "never run), token authentication, receipts on; clients are threads of the "
+        "benchmark with a standard-library `http.client` connection each, on the same "
+        "machine, after a warm-up that loads the token encoding in both workers. "
+        f"Baseline: revision {data['baseline']}, run in the same session as this tree. "
+        f"Machine: {m['nproc']} CPUs, {m['cpu']}, {m['memory']}. Load average "
         f"before: {data['load_before']:.2f}, after: {data['load_after']:.2f}. Each phase "
         f"is bounded at {data['seconds']:.0f} s.",
         "",
@@ -497,12 +538,13 @@ def section(data: dict[str, Any]) -> str:
         "",
         table(["phase", "clients", "requests/s", "p50", "p95"], ratios),
         "",
-        "Every phase: CPU per request is the app's (gunicorn's processes) and the "
+        "Every phase: CPU per request is the app's (gunicorn's processes), the "
         "database's (this database's backends, and exited ones as the postmaster reaps "
-        "them), in milliseconds; connections are database sessions opened per request.",
+        "them) and the client's (the benchmark's process), in milliseconds; connections "
+        "are database sessions opened per request.",
         "",
         table(["target", "phase", "clients", "requests", "requests/s", "p50 ms", "p95 ms",
-               "app CPU ms", "db CPU ms", "connections"], rows),
+               "app CPU ms", "db CPU ms", "client CPU ms", "connections"], rows),
     ]
     if no_pool:
         pooled = find(runs[head], "single appends", 8), find(runs[head], "background", 8)
@@ -567,7 +609,6 @@ def main() -> int:
     args = parser.parse_args()
     try:
         import gunicorn  # noqa: F401
-        import requests  # noqa: F401
     except ImportError as exc:
         raise SystemExit(f"{exc.name} is missing: pip install -e '.[bench]'") from exc
     if args.render_only:

@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from agentmemory import services
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline import intact, load
+from agentmemory.pipeline.plan import Tally
 from tests.test_recall_contract import turns
 
 pytestmark = pytest.mark.django_db
@@ -170,10 +171,14 @@ def fold_due_both_ways(thread: Thread, monkeypatch: pytest.MonkeyPatch) -> tuple
     from agentmemory.services import background
 
     quick = background.fold_due(thread)
+    real = background.tally_visible
+
+    def over_the_row_cap(*args: Any, **kwargs: Any) -> tuple[Tally, bool, bool]:
+        counted = real(*args, **kwargs)  # as if over the row cap: the rows are read
+        return (counted[0] if counted else Tally(0, 0, 0, 0)), False, False
+
     with monkeypatch.context() as patch:
-        real = background.tally_visible
-        patch.setattr(background, "tally_visible",
-                      lambda *args: (real(*args)[0], False, False))  # as if over the row cap
+        patch.setattr(background, "tally_visible", over_the_row_cap)
         full = background.fold_due(thread)
     return quick, full
 

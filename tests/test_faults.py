@@ -22,12 +22,14 @@ import pytest
 from django.contrib.auth import get_user_model
 from django.db import OperationalError, connection
 from django.test import Client
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from agentmemory import services, signals
 from agentmemory.admin import ThreadAdmin
 from agentmemory.exceptions import TransientSummarizerError
 from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.services import appends as appends_module
 from agentmemory.services import background as background_module
 from tests.conftest import SEED_COUNTS
 from tests.openai_server import TEST_API_KEY, Failure, OpenAIServer, summarizer_settings
@@ -487,10 +489,14 @@ def test_an_append_decides_on_a_fold_after_its_commit_outside_the_row_lock(
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("on_its_way", ["queued", "leased", "parked"])
-def test_an_append_to_a_thread_with_a_fold_on_its_way_asks_nothing(
-    settings: Any, fold_decisions: list[bool], on_its_way: str
+@pytest.mark.parametrize("driven", ["by counts", "by tokens"])
+def test_an_append_to_a_thread_with_a_fold_on_its_way_asks_one_query_and_loads_nothing(
+    settings: Any, monkeypatch: pytest.MonkeyPatch, on_its_way: str, driven: str
 ) -> None:
-    settings.AGENTMEMORY = background()
+    settings.AGENTMEMORY = (
+        background() if driven == "by counts"
+        else {"RECALL_MODE": "background", "SUMMARIZER": OFFLINE, "FOLD_BUDGET": 400}
+    )
     thread = Thread.objects.create(title=on_its_way)
     later = timezone.now() + timedelta(minutes=5)
     Thread.objects.filter(pk=thread.pk).update(**{
@@ -498,6 +504,27 @@ def test_an_append_to_a_thread_with_a_fold_on_its_way_asks_nothing(
         "leased": {"fold_lease_owner": "another worker", "fold_lease_until": later},
         "parked": {"fold_parked_until": later},
     }[on_its_way])
-    fill(thread, count=20)
-    assert fold_decisions == []
-    assert not MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).exists()
+    loads: list[int] = []
+    requests: list[int] = []
+    real_load = background_module.load_visible
+    monkeypatch.setattr(background_module, "load_visible",
+                        lambda thread, *args: loads.append(thread.pk) or real_load(thread, *args))
+    monkeypatch.setattr(background_module, "request_fold",
+                        lambda thread_id, **kwargs: requests.append(thread_id))
+    decisions: list[list[str]] = []
+    decide = background_module.fold_if_due
+
+    def counted(thread: Thread) -> None:
+        with CaptureQueriesContext(connection) as queries:
+            decide(thread)
+        decisions.append([query["sql"] for query in queries.captured_queries])
+
+    monkeypatch.setattr(appends_module, "fold_if_due", counted)
+    fill(thread, count=40)
+    assert loads == [] and requests == [], "a thread with a fold on its way was decided on"
+    assert len(decisions) == 40
+    for queries in decisions:  # one question, with the thread's fold state in it
+        assert len(queries) == 1 and "fold_queued_until" in queries[0], queries
+    control = Thread.objects.create(title="no fold on its way")
+    fill(control, count=40)
+    assert control.pk in requests, "the same appends to a free thread would request a fold"

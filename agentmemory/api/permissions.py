@@ -10,6 +10,7 @@ from rest_framework.request import Request
 
 from agentmemory.models import Thread
 from agentmemory.permissions import holds_expand
+from agentmemory.statements import Statement
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import _User
@@ -23,9 +24,21 @@ def authenticated_user(request: Request) -> _User:
     return user
 
 
+# Every request to a thread asks this: its SQL is built once (`agentmemory.statements`).
+_OWNED = Statement(
+    lambda *, owner, thread: Thread.objects.owned_by(owner).filter(pk=thread),
+    owner=int, thread=int,
+)
+
+
 def owned_thread(request: Request, thread_id: int) -> Thread:
     """The thread if the requesting user owns it; 404 otherwise, staff included."""
-    thread = Thread.objects.owned_by(authenticated_user(request)).filter(pk=thread_id).first()
+    user = authenticated_user(request)
+    if isinstance(user.pk, int):
+        found = _OWNED.instances(owner=user.pk, thread=thread_id)
+        thread = found[0] if found else None
+    else:  # a user model keyed otherwise (UUID, text): the statement binds integers
+        thread = Thread.objects.owned_by(user).filter(pk=thread_id).first()
     if thread is None:
         raise Http404(f"No thread {thread_id}.")
     return thread

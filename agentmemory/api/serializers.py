@@ -83,6 +83,26 @@ def type_errors(fields: Any, data: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
+class SharedFields:
+    """A response serializer whose fields are built once per class, not per instance.
+
+    DRF builds a serializer's fields on every instance, reading the model's fields each
+    time; for a one-entry append that costs more than the data. These serializers only
+    read (no field keeps per-request state or reads the context), so one set serves every
+    instance. Settings the fields read (date format, time zone) are read per call."""
+
+    _shared: Any = None
+
+    @property
+    def fields(self) -> Any:
+        cls = type(self)
+        shared = cls.__dict__.get("_shared")
+        if shared is None:
+            shared = super().fields  # type: ignore[misc]
+            cls._shared = shared
+        return shared
+
+
 class StrictSerializer(serializers.Serializer):
     """Unknown fields are an error, not silently dropped; values are never coerced."""
 
@@ -200,7 +220,7 @@ class BatchSerializer(StrictSerializer):
         return {"entries": ("API_MAX_BATCH", memory_settings.API_MAX_BATCH, "entries per batch")}
 
 
-class CoverageSerializer(serializers.ModelSerializer):
+class CoverageSerializer(SharedFields, serializers.ModelSerializer):
     class Meta:
         model = SummaryCoverage
         fields = [
@@ -211,7 +231,7 @@ class CoverageSerializer(serializers.ModelSerializer):
         ]
 
 
-class EntrySerializer(serializers.ModelSerializer):
+class EntrySerializer(SharedFields, serializers.ModelSerializer):
     class Meta:
         model = MemoryEntry
         fields = [
@@ -270,7 +290,7 @@ class RecallRequestSerializer(StrictSerializer):
     decay = DecaySerializer(required=False)
 
 
-class RecalledMessageSerializer(serializers.Serializer):
+class RecalledMessageSerializer(SharedFields, serializers.Serializer):
     id = serializers.IntegerField()
     kind = serializers.CharField()
     role = serializers.CharField()
@@ -282,7 +302,7 @@ class RecalledMessageSerializer(serializers.Serializer):
     tool_call_id = serializers.CharField()
 
 
-class RecallResponseSerializer(serializers.Serializer):
+class RecallResponseSerializer(SharedFields, serializers.Serializer):
     messages = RecalledMessageSerializer(many=True)
     text = serializers.CharField()
     tokens = serializers.IntegerField()

@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
-from django.db.models import Count, F, Q, Sum
+from django.db.models import Count, F, Q, QuerySet, Sum
 
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.plan import Tally, entry_cost
-from agentmemory.querysets import MemoryEntryQuerySet, expired_q
+from agentmemory.querysets import MemoryEntryQuerySet, expired_q, no_fold_on_its_way_q
+from agentmemory.statements import Statement
 
 #: Each entry costs at least two tokens in a context (its text and the line break), so a
 #: room of R tokens never holds more than R // 2 entries. The hard cap bounds a recall
@@ -52,15 +54,21 @@ def row_cap(config: RecallConfig, room: int) -> int:
     return max(1, min(room // 2 + 1, MAX_LOAD_ROWS))
 
 
-def _candidates(thread: Thread, config: RecallConfig, now: datetime) -> MemoryEntryQuerySet:
+def _visible_rows(
+    thread_id: int, tiers: tuple[str, ...] | None, now: datetime
+) -> MemoryEntryQuerySet:
     # Expired summaries are read too: until retired they hide originals that may still
     # be live (a summary expires with the earliest thing it stands for).
-    rows = MemoryEntry.objects.filter(thread=thread).uncovered().live()
+    rows = MemoryEntry.objects.filter(thread=thread_id).uncovered().live()
     rows = rows.unexpired_or_summaries(now)
-    if config.tiers is not None:
-        rows = rows.filter(tier__in=list(config.tiers))
+    if tiers is not None:
+        rows = rows.filter(tier__in=list(tiers))
+    return rows
+
+
+def _candidates(thread: Thread, config: RecallConfig, now: datetime) -> MemoryEntryQuerySet:
     # select_related joins each summary's coverage, so later stages read no more rows.
-    return rows.select_related("coverage")
+    return _visible_rows(thread.pk, config.tiers, now).select_related("coverage")
 
 
 def _split(
@@ -78,24 +86,45 @@ def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int)
     return _split(rows, now, complete=len(rows) < cap)
 
 
-def tally_visible(
-    thread: Thread, config: RecallConfig, now: datetime, room: int
-) -> tuple[Tally, bool, bool]:
-    """What `load_visible` would load, counted in one aggregate query instead of read:
-    (the tally `plan.pressure` takes, whether the load would be complete, whether it
-    would hold an expired summary). Exact only when complete (the whole visible history
-    is under the row cap); an incomplete load has fold pressure whatever it holds."""
+def _tally(
+    tiers: tuple[str, ...] | None, unless_on_its_way: bool, *, thread: int, now: datetime
+) -> QuerySet[Any]:
+    rows = _visible_rows(thread, tiers, now)
+    if unless_on_its_way:  # the thread's row joined: one query answers both questions
+        rows = rows.filter(
+            no_fold_on_its_way_q(now, "thread__"), thread__fold_parked_until__isnull=True
+        )
     is_summary = Q(kind=EntryKind.SUMMARY)
     cost = F("token_count") + 1  # `plan.entry_cost`, summed by the database
-    totals = _candidates(thread, config, now).order_by().aggregate(
+    return rows.order_by().values("thread").annotate(
         rows=Count("id"),
         cost=Sum(cost, default=0),
         summaries=Count("id", filter=is_summary),
         summary_cost=Sum(cost, filter=is_summary, default=0),
         expired=Count("id", filter=is_summary & expired_q(now)),
-    )
-    tally = Tally(totals["rows"], totals["cost"], totals["summaries"], totals["summary_cost"])
-    return tally, tally.rows < row_cap(config, room), bool(totals["expired"])
+    ).values_list("rows", "cost", "summaries", "summary_cost", "expired")
+
+
+#: Asked after every append: its SQL is built once (`agentmemory.statements`).
+_TALLY = Statement(_tally, thread=int, now=datetime)
+
+
+def tally_visible(
+    thread: Thread, config: RecallConfig, now: datetime, room: int,
+    *, unless_on_its_way: bool = False,
+) -> tuple[Tally, bool, bool] | None:
+    """What `load_visible` would load, counted in one aggregate query instead of read:
+    (the tally `plan.pressure` takes, whether the load would be complete, whether it
+    would hold an expired summary); None when nothing is visible. Exact only when
+    complete (the whole visible history is under the row cap); an incomplete load has
+    fold pressure whatever it holds. With ``unless_on_its_way``, also None while a fold
+    of the thread is queued, leased or parked (read in the same query)."""
+    found = _TALLY.rows(config.tiers, unless_on_its_way, thread=thread.pk, now=now)
+    if not found:
+        return None
+    rows, cost, summaries, summary_cost, expired = (int(value) for value in found[0])
+    tally = Tally(rows, cost, summaries, summary_cost)
+    return tally, tally.rows < row_cap(config, room), bool(expired)
 
 
 def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:

@@ -15,7 +15,23 @@ from agentmemory.messages import check_tool_call_ids, clean_message
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
 from agentmemory.pipeline.format import entry_line
 from agentmemory.services.background import fold_if_due
+from agentmemory.statements import Statement, Update
 from agentmemory.tokens import count_tokens
+
+
+# Every append runs these two: their SQL is built once (`agentmemory.statements`).
+_LOCK_COUNTERS = Statement(
+    lambda *, thread: Thread.objects.select_for_update().filter(pk=thread)
+    .values_list("last_position", "last_turn"),
+    thread=int,
+)
+_SET_COUNTERS = Update(
+    lambda *, thread, position, turn, now: (
+        Thread.objects.filter(pk=thread),
+        {"last_position": position, "last_turn": turn, "updated_at": now},
+    ),
+    thread=int, position=int, turn=int, now=datetime,
+)
 
 
 def append(
@@ -48,13 +64,10 @@ def append(
         # The row lock (the one lock order, `ThreadQuerySet.lock`) serialises appends to
         # one thread, so positions and turns are assigned from the counters without
         # reading the thread's entries.
-        locked = (
-            Thread.objects.select_for_update().only("last_position", "last_turn")
-            .filter(pk=thread.pk).first()
-        )
-        if locked is None:
+        locked = _LOCK_COUNTERS.rows(thread=thread.pk)
+        if not locked:
             raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
-        position, turn = locked.last_position, locked.last_turn
+        position, turn = locked[0]
         if any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned):
             check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
         entries = []
@@ -88,12 +101,10 @@ def append(
             entry.token_count = count_tokens(entry_line(entry))
             entries.append(entry)
         MemoryEntry.objects.bulk_create(entries)
-        Thread.objects.filter(pk=thread.pk).update(
-            last_position=position, last_turn=turn, updated_at=now
-        )
+        _SET_COUNTERS.run(thread=thread.pk, position=position, turn=turn, now=now)
         if memory_settings.RECALL_MODE == "background":
             # After the commit, outside the row lock: deciding reads the thread's history,
             # and appends to the thread queue on that lock.
-            transaction.on_commit(lambda: fold_if_due(thread.pk))
+            transaction.on_commit(lambda: fold_if_due(thread))
     thread.last_position, thread.last_turn = position, turn
     return entries

@@ -68,31 +68,36 @@ class BrokerBackoff:
 broker = BrokerBackoff()
 
 
-def fold_if_due(thread_id: int) -> None:
-    """Request a background fold of the thread if one is due and none is on its way.
-
-    The cheap question first: a thread whose fold is queued, leased or parked needs no
-    decision (under a burst of appends, most of them)."""
-    now = timezone.now()
-    thread = (
-        Thread.objects.without_fold_on_its_way(now)
-        .filter(pk=thread_id, fold_parked_until__isnull=True).first()
-    )
-    if thread is not None and fold_due(thread, now=now):
-        request_fold(thread_id)
+def fold_if_due(thread: Thread) -> None:
+    """Request a background fold of the thread if one is due and none is on its way."""
+    if fold_due(thread, unless_on_its_way=True):
+        request_fold(thread.pk)
 
 
+def fold_due(
+    thread: Thread, *, now: datetime | None = None, unless_on_its_way: bool = False
+) -> bool:
+    """Would a background fold fold now? The load, the latch check, and the quota.
 
-def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
-    """Would a background fold fold now? The load, the latch check, and the quota."""
+    With ``unless_on_its_way`` (an append's question), no while a fold of the thread is
+    queued, leased or parked: the fold on its way re-checks when it is done. Budget-driven,
+    that is read in the same query as the tally, and most appends make no other."""
     config = RecallConfig.build()
     now = now or timezone.now()
     room = context_room(thread.effective_fold_budget(), config)
     if config.budget_driven:
         # Most appends find no pressure: one aggregate says so without reading a row.
-        tally, complete, expired = tally_visible(thread, config, now, room)
+        counted = tally_visible(thread, config, now, room, unless_on_its_way=unless_on_its_way)
+        if counted is None:
+            return False  # nothing visible, or a fold on its way
+        tally, complete, expired = counted
         if complete and not expired and not pressure(tally, room, config, complete=True):
             return False
+    elif unless_on_its_way and not (
+        Thread.objects.without_fold_on_its_way(now)
+        .filter(pk=thread.pk, fold_parked_until__isnull=True).exists()
+    ):
+        return False
     loaded = load_visible(thread, config, now, room)
     if loaded.expired_summaries:
         return True
@@ -112,7 +117,6 @@ def fold_due(thread: Thread, *, now: datetime | None = None) -> bool:
         ) is None
         and not quota_exceeded(thread)
     )
-
 
 
 def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
