@@ -66,7 +66,7 @@ class Statement:
     value's type (``int`` or ``datetime``). The key is what the SQL depends on besides
     the values (a tier filter, say): one SQL per key and database."""
 
-    def __init__(self, build: Callable[..., QuerySet[Any]], **kinds: type) -> None:
+    def __init__(self, build: Callable[..., Any], **kinds: type) -> None:
         unknown = {kind for kind in kinds.values() if kind not in _KINDS}
         if unknown:
             raise TypeError(f"Statement values are int or datetime, not {unknown}.")
@@ -155,7 +155,9 @@ class Statement:
         return _Compiled(
             alias=str(first.db), sql=text, params=params,
             slots={name: tuple(places) for name, places in slots.items()},
-            for_update=bool(query.select_for_update), model=first.model,
+            for_update=bool(query.select_for_update)
+            and connections[first.db].features.has_select_for_update,
+            model=first.model,
             whole_rows=not (
                 query.values_select or query.annotations or query.select_related
                 or query.deferred_loading != (frozenset(), True)

@@ -18,7 +18,6 @@ from agentmemory.services.background import fold_if_due
 from agentmemory.statements import Statement, Update
 from agentmemory.tokens import count_tokens
 
-
 # Every append runs these two: their SQL is built once (`agentmemory.statements`).
 _LOCK_COUNTERS = Statement(
     lambda *, thread: Thread.objects.select_for_update().filter(pk=thread)

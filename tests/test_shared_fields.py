@@ -1,0 +1,116 @@
+"""Response serializers whose fields are built once (`api.serializers.SharedFields`)
+answer exactly as DRF's serializers that build their fields per instance.
+
+Each shared serializer is compared with a twin of the same declaration without the mixin,
+over random entries, summaries and recalls, under a time zone other than UTC and under a
+changed date format: the settings the fields read are read per call, not frozen.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import UTC, datetime, timedelta
+from typing import Any
+from zoneinfo import ZoneInfo
+
+import pytest
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from rest_framework import serializers
+from rest_framework.settings import api_settings
+
+from agentmemory import services
+from agentmemory.api import serializers as s
+from agentmemory.models import MemoryEntry, Thread
+
+pytestmark = pytest.mark.django_db
+
+
+def twin(shared: type[serializers.Serializer]) -> type[serializers.Serializer]:
+    """The same declaration on DRF's own base, nested serializers included: DRF builds
+    its fields per instance."""
+    base = (serializers.ModelSerializer if issubclass(shared, serializers.ModelSerializer)
+            else serializers.Serializer)
+    namespace: dict[str, Any] = {"__module__": __name__}
+    if hasattr(shared, "Meta"):
+        namespace["Meta"] = shared.Meta
+    for name, field in shared._declared_fields.items():  # type: ignore[attr-defined]
+        namespace[name] = rebuilt(field)
+    return type(f"Twin{shared.__name__}", (base,), namespace)
+
+
+def rebuilt(field: Any) -> Any:
+    """A fresh copy of a declared field (as DRF copies them), shared serializers inside it
+    replaced by their twins."""
+    if isinstance(field, serializers.ListSerializer):
+        kwargs = {key: value for key, value in field._kwargs.items() if key != "child"}
+        return serializers.ListSerializer(child=rebuilt(field.child), **kwargs)
+    if isinstance(field, s.SharedFields):
+        return twin(type(field))(*field._args, **copy.deepcopy(field._kwargs))
+    return copy.deepcopy(field)
+
+
+texts = st.text(st.characters(blacklist_categories=["Cs", "Cc", "Cf", "Zs", "Zl", "Zp"]),
+                min_size=1, max_size=40)
+messages = st.fixed_dictionaries({
+    "role": st.sampled_from(["user", "assistant", "system"]),
+    "content": texts,
+    "metadata": st.dictionaries(st.sampled_from(["a", "b", "ü"]),
+                                st.one_of(st.integers(), texts, st.none()), max_size=3),
+})
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(
+    batch=st.lists(messages, min_size=1, max_size=6),
+    ttl_hours=st.one_of(st.none(), st.integers(1, 1000)),
+    zone=st.sampled_from(["UTC", "Europe/Berlin", "America/Santiago", "Asia/Kathmandu"]),
+    iso=st.booleans(),
+)
+def test_entries_answer_as_drf_builds_them(
+    batch: list[dict[str, Any]], ttl_hours: int | None, zone: str, iso: bool,
+    settings: Any,
+) -> None:
+    thread = Thread.objects.create(ttl=timedelta(hours=ttl_hours) if ttl_hours else None)
+    entries = services.append(thread, batch, now=datetime(2026, 3, 29, 0, 30, tzinfo=UTC))
+    settings.REST_FRAMEWORK = {**getattr(settings, "REST_FRAMEWORK", {}),
+                               "DATETIME_FORMAT": "iso-8601" if iso else "%d.%m.%Y %H:%M"}
+    api_settings.reload()
+    try:
+        with timezone.override(ZoneInfo(zone)):
+            shared = s.EntrySerializer(entries, many=True).data
+            fresh = twin(s.EntrySerializer)(entries, many=True).data
+    finally:
+        del settings.REST_FRAMEWORK
+        api_settings.reload()
+    assert shared == fresh
+    assert [item["id"] for item in shared] == [entry.pk for entry in entries]
+
+
+def test_summaries_and_recalls_answer_as_drf_builds_them() -> None:
+    thread = Thread.objects.create()
+    for number in range(12):
+        services.append(thread, [
+            {"role": "user", "content": f"Where is order {number}? It was due on Monday."},
+            {"role": "assistant", "content": f"Order {number} ships on Friday with DHL."},
+        ])
+    result = services.recall(thread, 1200, mode="inline", trigger_min_entries=4,
+                             preserve_recent=2)
+    assert result.summaries_used, "the recall folded nothing to compare"
+    summaries = list(MemoryEntry.objects.filter(pk__in=result.summaries_used)
+                     .select_related("coverage"))
+    assert s.SummarySerializer(summaries, many=True).data == twin(s.SummarySerializer)(
+        summaries, many=True).data
+    shared = s.RecallResponseSerializer(result).data
+    fresh = twin(s.RecallResponseSerializer)(result).data
+    assert shared == fresh and shared["messages"]
+
+
+def test_the_fields_are_built_once_per_class() -> None:
+    thread = Thread.objects.create()
+    [entry] = services.append(thread, {"role": "user", "content": "once"})
+    first, second = s.EntrySerializer(entry), s.EntrySerializer(entry)
+    assert first.fields is second.fields
+    assert s.SummarySerializer(entry).fields is not first.fields  # a subclass has its own
