@@ -233,6 +233,13 @@ class MemoryEntry(models.Model):
             # SQLite for recall's load until ANALYZE had run, and the load walked past
             # every covered row of a folded thread (tests/test_query_plan.py).
             models.Index(fields=["thread", "position", "id"], name="agentmemory_entry_order"),
+            # A thread's uncovered summaries: a short load reads those older than its
+            # newest rows without walking every row of a long unfolded thread.
+            models.Index(
+                fields=["thread", "-position", "-id"],
+                condition=Q(kind="summary", covered_by__isnull=True),
+                name="agentmemory_entry_summaries",
+            ),
             # Every version of one summary key, retired ones too: the fold counts them.
             models.Index(
                 fields=["thread", "summary_key"],

@@ -191,10 +191,11 @@ class Update(Statement):
 
 
 def _bindable(values: dict[str, Any]) -> bool:
-    """No integer beyond a 64-bit column: Django knows what such a lookup means (no row),
-    the database would refuse the parameter."""
+    """No None and no integer beyond a 64-bit column: Django knows what such a lookup
+    means (``pk=None`` or a key that large matches no row), the SQL would not."""
     return all(
-        -(2**63) <= value < 2**63 for value in values.values() if isinstance(value, int)
+        value is not None and (not isinstance(value, int) or -(2**63) <= value < 2**63)
+        for value in values.values()
     )
 
 

@@ -116,10 +116,11 @@ def outcome(call: Any) -> Any:
         return type(exc)
 
 
-@pytest.mark.parametrize("value", [2**31, 2**63 - 1, 2**63, -(2**63) - 1, 10**30])
-def test_an_integer_beyond_the_column_means_what_it_means_to_django(value: int) -> None:
-    """Beyond 64 bits the database would refuse the parameter; Django may know better
-    (a primary key that large matches no row), so the ORM answers."""
+@pytest.mark.parametrize("value", [2**31, 2**63 - 1, 2**63, -(2**63) - 1, 10**30, None])
+def test_an_integer_beyond_the_column_means_what_it_means_to_django(value: int | None) -> None:
+    """Beyond 64 bits the database would refuse the parameter, and ``= NULL`` matches
+    nothing where Django's ``pk=None`` has its own meaning: the ORM answers for them
+    (the primary key of an erased thread is None)."""
     Thread.objects.create(title="there")
     assert WHOLE.instances(thread=value) == list(Thread.objects.filter(pk=value))
     assert outcome(lambda: ENTRIES.rows(thread=value, since=EPOCH, after=0)) == outcome(

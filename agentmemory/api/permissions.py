@@ -26,7 +26,7 @@ def authenticated_user(request: Request) -> _User:
 
 # Every request to a thread asks this: its SQL is built once (`agentmemory.statements`).
 _OWNED = Statement(
-    lambda *, owner, thread: Thread.objects.owned_by(owner).filter(pk=thread),
+    lambda *, owner, thread: Thread.objects.owned_by(owner).filter(pk=thread).order_by(),
     owner=int, thread=int,
 )
 

@@ -30,8 +30,10 @@ MAX_LOAD_ROWS = 20_000
 OLDEST_PAGE_DIVISOR = 32
 
 #: A first page of `load_context` is the room divided by this, at least the minimum:
-#: one query when rows average 8 tokens or more, and a short thread in one query.
-CONTEXT_PAGE_DIVISOR = 8
+#: one query when rows average 16 tokens or more (chat entries are longer: the API
+#: benchmark's thread averages 21, the seeded conversation 37), a short thread in one
+#: query, and a page of smaller rows is followed by one twice its size.
+CONTEXT_PAGE_DIVISOR = 16
 CONTEXT_MIN_PAGE = 64
 
 
@@ -107,6 +109,20 @@ def _tally(
 
 #: Asked after every append: its SQL is built once (`agentmemory.statements`).
 _TALLY = Statement(_tally, thread=int, now=datetime)
+
+
+def _visible_count(tiers: tuple[str, ...] | None, *, thread: int, now: datetime) -> QuerySet[Any]:
+    rows = MemoryEntry.objects.filter(thread=thread).visible(now, tiers)
+    return rows.order_by().values("thread").annotate(count=Count("id")).values_list("count")
+
+
+_VISIBLE_COUNT = Statement(_visible_count, thread=int, now=datetime)
+
+
+def count_visible(thread: Thread, config: RecallConfig, now: datetime) -> int:
+    """How many entries of the thread recall may load (`MemoryEntryQuerySet.visible`)."""
+    found = _VISIBLE_COUNT.rows(config.tiers, thread=thread.pk, now=now)
+    return int(found[0][0]) if found else 0
 
 
 def tally_visible(

@@ -29,7 +29,7 @@ from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import format_context
 from agentmemory.pipeline.intact import load_intact
-from agentmemory.pipeline.load import load_oldest
+from agentmemory.pipeline.load import count_visible, load_oldest
 from agentmemory.pipeline.plan import fold_pressure, next_fold
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
@@ -170,7 +170,7 @@ def recall(
         omitted_reason = DECAYED
     if config.budget_driven and not loaded.complete:
         # History beyond the row cap (a backfill not folded yet) is left out too.
-        visible = MemoryEntry.objects.filter(thread=thread).visible(now, config.tiers).count()
+        visible = count_visible(thread, config, now)
         if visible > len(loaded.entries):
             omitted += visible - len(loaded.entries)
             omitted_reason = omitted_reason or OVER_BUDGET

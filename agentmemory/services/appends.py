@@ -20,7 +20,7 @@ from agentmemory.tokens import count_tokens
 
 # Every append runs these two: their SQL is built once (`agentmemory.statements`).
 _LOCK_COUNTERS = Statement(
-    lambda *, thread: Thread.objects.select_for_update().filter(pk=thread)
+    lambda *, thread: Thread.objects.select_for_update().filter(pk=thread).order_by()
     .values_list("last_position", "last_turn"),
     thread=int,
 )

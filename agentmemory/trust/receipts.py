@@ -26,6 +26,7 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.format import format_context
+from agentmemory.statements import Statement
 
 
 def config_record(config: RecallConfig) -> dict[str, Any]:
@@ -52,22 +53,20 @@ def record_receipt(
     omitted_reason: str | None = None,
 ) -> RecallReceipt:
     """The thread's row lock (which reads its turn), a check that what was shown is
-    still stored, the receipt, and its items in multi-row inserts (`insert_items`)."""
+    still stored, the receipt, and its items (`insert_items`)."""
     with transaction.atomic():
         # The one lock order (`ThreadQuerySet.lock`); under it no erasure of this thread
         # runs, so what is checked here still stands at commit. The turn is read from the
         # row, not taken from ``thread``: an instance loaded before appends made elsewhere
         # would file the context under an older turn than the one it shows.
-        turn = (
-            Thread.objects.select_for_update().filter(pk=thread.pk)
-            .values_list("last_turn", flat=True).first()
-        )
-        if turn is None:
+        locked = _LOCK_TURN.rows(thread=thread.pk)
+        if not locked:
             raise ThreadGoneError(f"Thread {thread.pk} was erased during the recall.")
+        [(turn,)] = locked
         shown = {entry.pk for entry in picked}
         if folded_summary is not None:
             shown.add(folded_summary.pk)
-        if MemoryEntry.objects.filter(pk__in=shown).count() != len(shown):
+        if stored_count(shown) != len(shown):
             raise EntryGoneError(
                 f"An entry of thread {thread.pk} was erased during the recall; recall again."
             )
@@ -89,26 +88,61 @@ def record_receipt(
     return receipt
 
 
+# Every recall with receipts takes this lock: its SQL is built once (`agentmemory.statements`).
+_LOCK_TURN = Statement(
+    lambda *, thread: Thread.objects.select_for_update().filter(pk=thread).order_by()
+    .values_list("last_turn"),
+    thread=int,
+)
+
+
+def stored_count(ids: set[int]) -> int:
+    """How many of these entries are stored. On PostgreSQL the ids go as one array
+    parameter: psycopg reads a long query's text on every call (hundreds of ids in
+    ``IN (...)`` cost the client more than the database takes to answer)."""
+    connection = connections[router.db_for_read(MemoryEntry)]
+    if connection.vendor != "postgresql":
+        return MemoryEntry.objects.filter(pk__in=ids).count()
+    quote = connection.ops.quote_name
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT COUNT(*) FROM {quote(MemoryEntry._meta.db_table)} "
+            f"WHERE {quote(MemoryEntry._meta.pk.column)} = ANY(%s)",
+            [sorted(ids)],
+        )
+        return int(cursor.fetchone()[0])
+
+
 def insert_items(receipt_id: int, picked: list[MemoryEntry]) -> None:
-    """The receipt's items as multi-row INSERTs of plain values, as many rows to a
-    statement as the database takes parameters for (199 on SQLite's default limit of
-    999, 10,000 on PostgreSQL): a context of hundreds of entries builds no model
-    instance per item, as ``bulk_create`` would."""
+    """The receipt's items as plain values, never a model instance per item (as
+    ``bulk_create`` would build): on PostgreSQL one INSERT of five arrays
+    (``unnest``), a short statement whatever the context's length; elsewhere multi-row
+    INSERTs, as many rows to a statement as the database takes parameters for (199 on
+    SQLite's default limit of 999)."""
     connection = connections[router.db_for_write(ReceiptItem)]
     meta = ReceiptItem._meta
     quote = connection.ops.quote_name
-    column = {field.name: str(field.column) for field in meta.concrete_fields}
-    columns = ", ".join(
-        quote(column[name]) for name in ("receipt", "entry", "order", "kind", "tokens")
-    )
+    names = ("receipt", "entry", "order", "kind", "tokens")
+    fields = [meta.get_field(name) for name in names]
+    columns = ", ".join(quote(str(field.column)) for field in fields)
     rows = [(receipt_id, entry.pk, order, entry.kind, entry.token_count)
             for order, entry in enumerate(picked)]
-    per_statement = max(1, (connection.features.max_query_params or 50_000) // 5)
+    if not rows:
+        return
+    table = quote(meta.db_table)
     with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            arrays = ", ".join(f"%s::{field.cast_db_type(connection)}[]" for field in fields)
+            cursor.execute(
+                f"INSERT INTO {table} ({columns}) SELECT * FROM unnest({arrays})",
+                [list(column) for column in zip(*rows, strict=True)],
+            )
+            return
+        per_statement = max(1, (connection.features.max_query_params or 50_000) // 5)
         for start in range(0, len(rows), per_statement):
             chunk = rows[start : start + per_statement]
             cursor.execute(
-                f"INSERT INTO {quote(meta.db_table)} ({columns}) VALUES "
+                f"INSERT INTO {table} ({columns}) VALUES "
                 + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )
