@@ -17,16 +17,21 @@ CPU each, otherwise charged to the first phase). Targets:
 - ``this tree, CONN_MAX_AGE=0``: the same, opening a database connection per request,
   to price the connection (the 8-client phases only).
 
-Phases per target, each bounded in requests and seconds: single appends (one message
-a request, each client on its own thread) for 1, 8 and 32 clients; batch appends
-filling one thread to 10,000 entries; background-mode recalls of that thread for 1, 8
-and 32 clients; an oversized batch (150,000 items, about 2.4 MB) that must be refused.
+The targets are served at the same time and take turns within each phase: a phase
+runs in ``--rounds`` rounds (4), each giving every target an equal share of the
+phase's seconds and requests, in reverse order every other round, so that a slower
+stretch of the shared machine falls on every target alike. Phases, each bounded in
+requests and seconds per target: single appends (one message a request, each client
+on its own thread) for 1, 8 and 32 clients; batch appends filling one thread to 10,000
+entries (per target, in turn); background-mode recalls of that thread for 1, 8 and 32
+clients; an oversized batch (150,000 items, about 2.4 MB) that must be refused.
 For every phase: requests/s, p50/p95, and the CPU per request of the app (gunicorn's
 processes), of the database (this database's backends, plus exited backends as the
 postmaster reaps them) and of the client (this process), and database connections
 opened per request.
 
-    .venv/bin/python bench/api.py [--baseline REV] [--seconds 8] [--write docs/benchmarks.md]
+    .venv/bin/python bench/api.py [--baseline REV] [--seconds 8] [--rounds 4]
+                                  [--write docs/benchmarks.md]
 
 ``--write`` replaces the section between the API markers of that page (``bench/run.py``
 keeps the section when it rewrites the page) and saves the figures in
@@ -51,7 +56,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,6 +74,7 @@ TICK = os.sysconf("SC_CLK_TCK")
 MARK_START = "<!-- bench/api.py: start -->"
 MARK_END = "<!-- bench/api.py: end -->"
 RAW = ROOT / "artifacts" / "api.json"
+API = "/api/memory/"
 
 
 # ---------------------------------------------------------------- CPU accounting
@@ -198,7 +204,8 @@ def drive(
     seconds: float, meter: CpuMeter, connect: Callable[[], Http],
 ) -> Phase:
     """Run ``work(client, number, n)`` for n = 0.. on ``phase.clients`` threads until
-    ``limit`` calls or ``seconds`` have passed; ``work`` returns (status, entries)."""
+    ``limit`` calls or ``seconds`` have passed; ``work`` returns (status, entries). The
+    figures add to what ``phase`` holds (a phase is driven in several rounds)."""
     lock = threading.Lock()
     next_call = [0]
     deadline = time.monotonic() + seconds
@@ -230,11 +237,12 @@ def drive(
         thread.start()
     for thread in pool:
         thread.join()
-    phase.seconds = time.perf_counter() - started
+    phase.seconds += time.perf_counter() - started
     app_after, db_after = meter.read()
-    phase.client_cpu = time.process_time() - client_before
-    phase.app_cpu, phase.db_cpu = app_after - app_before, db_after - db_before
-    phase.connections = sessions(meter.database) - connections_before
+    phase.client_cpu += time.process_time() - client_before
+    phase.app_cpu += app_after - app_before
+    phase.db_cpu += db_after - db_before
+    phase.connections += sessions(meter.database) - connections_before
     return phase
 
 
@@ -270,7 +278,7 @@ class Target:
     database: str
     env: dict[str, str] = field(default_factory=dict)
     clients: tuple[int, ...] = CLIENTS
-    fill: bool = True  # False: reuse the previous target's database as it is
+    fill: bool = True  # False: served from the previous target's database as it is
 
 
 def manage(root: Path, env: dict[str, str], *args: str) -> str:
@@ -320,99 +328,164 @@ def served(target: Target, env: dict[str, str]) -> Iterator[subprocess.Popen[byt
                 os.killpg(server.pid, signal.SIGKILL)
 
 
-def measure(target: Target, args: argparse.Namespace, state: dict[str, Any]) -> list[Phase]:
-    """Every phase against one target; ``state`` carries the token and thread ids to a
-    target that reuses the database."""
-    env = target_env(target, args.broker)
-    if target.fill:
-        with postgres_admin() as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{target.database}" WITH (FORCE)')
-            admin.execute(f'CREATE DATABASE "{target.database}"')
-        manage(target.root, env, "migrate", "--noinput", "-v", "0")
-        state["token"] = manage(target.root, env, "shell", "-c", (
-            "from django.contrib.auth import get_user_model\n"
-            "from rest_framework.authtoken.models import Token\n"
-            "user = get_user_model().objects.create_user('bench')\n"
-            "print(Token.objects.create(user=user).key)\n"
-        )).strip()
-    headers = {"Authorization": f"Token {state['token']}"}
-    phases: list[Phase] = []
-    with served(target, env) as server:
-        port = server.port  # type: ignore[attr-defined]
-        base = "/api/memory/"
-        wait_until_up(port, headers, server)
-        meter = CpuMeter(server.pid, target.database)
+@dataclass
+class Running:
+    """A target's server, meter and the ids its phases use."""
 
-        def connect() -> Http:
-            return Http(port, headers)
+    target: Target
+    port: int
+    meter: CpuMeter
+    state: dict[str, Any]
+    phases: dict[tuple[str, int], Phase] = field(default_factory=dict)
 
-        setup = connect()
+    def connect(self) -> Http:
+        return Http(self.port, {"Authorization": f"Token {self.state['token']}"})
 
-        def create_thread(title: str) -> int:
-            return int(setup.json("POST", base + "threads/", {"title": title})["id"])
+    def phase(self, name: str, clients: int) -> Phase:
+        return self.phases.setdefault((name, clients), Phase(name, clients))
 
-        if target.fill:
-            state["own"] = [create_thread(f"client {n}") for n in range(max(CLIENTS))]
-            state["big"] = create_thread("10,000 entries")
-            state["warm"] = create_thread("warm-up")
-        own, big, warm = state["own"], state["big"], state["warm"]
-        counter = state.setdefault("sent", Counter())
 
-        def warm_up(client: Http, number: int, n: int) -> tuple[int, int]:
-            counter[warm] += 1
-            if n % 2:
-                return client.request("POST", base + f"threads/{warm}/recall/",
-                                      {"budget_tokens": 4000, "mode": "background"})[0], 0
-            return client.request("POST", base + f"threads/{warm}/entries/",
-                                  chat(counter[warm]))[0], 1
+def prepare(target: Target, env: dict[str, str], state: dict[str, Any]) -> None:
+    """A new database for the target: migrated, with a user and its token."""
+    with postgres_admin() as admin:
+        admin.execute(f'DROP DATABASE IF EXISTS "{target.database}" WITH (FORCE)')
+        admin.execute(f'CREATE DATABASE "{target.database}"')
+    manage(target.root, env, "migrate", "--noinput", "-v", "0")
+    state["token"] = manage(target.root, env, "shell", "-c", (
+        "from django.contrib.auth import get_user_model\n"
+        "from rest_framework.authtoken.models import Token\n"
+        "user = get_user_model().objects.create_user('bench')\n"
+        "print(Token.objects.create(user=user).key)\n"
+    )).strip()
 
-        # Both workers: imports, the token encoding, connections. Not reported.
-        drive(Phase("warm-up", 8), warm_up, limit=80, seconds=120, meter=meter,
-              connect=connect)
 
-        def single(client: Http, number: int, n: int) -> tuple[int, int]:
-            thread = own[number]
-            counter[thread] += 1
-            return client.request("POST", base + f"threads/{thread}/entries/",
-                                  chat(counter[thread]))[0], 1
+def setup(running: Running) -> None:
+    """The threads of a filled target, then a warm-up of every target (not reported):
+    imports, the token encoding and connections in both workers."""
+    state = running.state
+    client = running.connect()
+    if "own" not in state:
+        def create(title: str) -> int:
+            return int(client.json("POST", API + "threads/", {"title": title})["id"])
 
-        def recall(client: Http, number: int, n: int) -> tuple[int, int]:
-            return client.request("POST", base + f"threads/{big}/recall/",
-                                  {"budget_tokens": 4000, "mode": "background"})[0], 0
+        state["own"] = [create(f"client {n}") for n in range(max(CLIENTS))]
+        state["big"] = create("10,000 entries")
+        state["warm"] = create("warm-up")
+        state["sent"] = Counter()
+    warm, counter = state["warm"], state["sent"]
 
-        for clients in target.clients:
-            phases.append(drive(Phase("single appends", clients), single, limit=args.singles,
-                                seconds=args.seconds, meter=meter, connect=connect))
-        if target.fill:
-            turns = [m for n in range(1, THREAD_ENTRIES // 4 + 1) for m in turn(n)]
-            batches = [turns[at:at + BATCH] for at in range(0, THREAD_ENTRIES, BATCH)]
+    def warm_up(http_client: Http, number: int, n: int) -> tuple[int, int]:
+        counter[warm] += 1
+        if n % 2:
+            return http_client.request("POST", API + f"threads/{warm}/recall/",
+                                       {"budget_tokens": 4000, "mode": "background"})[0], 0
+        return http_client.request("POST", API + f"threads/{warm}/entries/",
+                                   chat(counter[warm]))[0], 1
 
-            def batch(client: Http, number: int, n: int) -> tuple[int, int]:
-                return client.request("POST", base + f"threads/{big}/entries/",
-                                      {"entries": batches[n]})[0], len(batches[n])
+    drive(Phase("warm-up", 8), warm_up, limit=80, seconds=120, meter=running.meter,
+          connect=running.connect)
 
-            phases.append(drive(Phase(f"batch appends ({BATCH} a request)", 8), batch,
-                                limit=len(batches), seconds=300, meter=meter,
-                                connect=connect))
-            stored = setup.json("GET", base + f"threads/{big}/entries/?page_size=1")["count"]
-            if stored != THREAD_ENTRIES:
-                raise SystemExit(f"the recall thread holds {stored} entries, not "
-                                 f"{THREAD_ENTRIES}")
-        for clients in target.clients:
-            phases.append(drive(Phase("background recalls (10,000 entries)", clients), recall,
-                                limit=args.recalls, seconds=args.seconds, meter=meter,
-                                connect=connect))
-        if target.fill:
-            body = json.dumps({"entries": [{"role": "user"}] * OVERSIZED_ITEMS}).encode()
 
-            def oversized(client: Http, number: int, n: int) -> tuple[int, int]:
-                return client.request("POST", base + f"threads/{own[0]}/entries/",
-                                      raw=body)[0], 0
+def single(running: Running) -> Callable[[Http, int, int], tuple[int, int]]:
+    own, counter = running.state["own"], running.state["sent"]
 
-            phase = drive(Phase(f"oversized batch ({len(body) / 1e6:.1f} MB, refused)", 1),
-                          oversized, limit=5, seconds=60, meter=meter, connect=connect)
-            phases.append(phase)
-    return phases
+    def work(client: Http, number: int, n: int) -> tuple[int, int]:
+        thread = own[number]
+        counter[thread] += 1
+        return client.request("POST", API + f"threads/{thread}/entries/",
+                              chat(counter[thread]))[0], 1
+
+    return work
+
+
+def recall(running: Running) -> Callable[[Http, int, int], tuple[int, int]]:
+    big = running.state["big"]
+
+    def work(client: Http, number: int, n: int) -> tuple[int, int]:
+        return client.request("POST", API + f"threads/{big}/recall/",
+                              {"budget_tokens": 4000, "mode": "background"})[0], 0
+
+    return work
+
+
+def interleaved(
+    targets: list[Running], name: str, clients: int,
+    work: Callable[[Running], Callable[[Http, int, int], tuple[int, int]]],
+    *, limit: int, args: argparse.Namespace,
+) -> None:
+    """One phase for every target that runs it, in ``args.rounds`` rounds of an equal
+    share of its time and requests, the targets taking turns (in reverse order every
+    other round): a slower stretch of a shared machine falls on all of them alike."""
+    taking = [running for running in targets if clients in running.target.clients]
+    for turn_number in range(args.rounds):
+        for running in taking if turn_number % 2 == 0 else reversed(taking):
+            drive(running.phase(name, clients), work(running),
+                  limit=max(1, limit // args.rounds), seconds=args.seconds / args.rounds,
+                  meter=running.meter, connect=running.connect)
+
+
+def fill(running: Running) -> None:
+    """The recall thread: 10,000 entries in batches of whole turns, from 8 clients."""
+    big = running.state["big"]
+    turns = [m for n in range(1, THREAD_ENTRIES // 4 + 1) for m in turn(n)]
+    batches = [turns[at:at + BATCH] for at in range(0, THREAD_ENTRIES, BATCH)]
+
+    def batch(client: Http, number: int, n: int) -> tuple[int, int]:
+        return client.request("POST", API + f"threads/{big}/entries/",
+                              {"entries": batches[n]})[0], len(batches[n])
+
+    drive(running.phase(f"batch appends ({BATCH} a request)", 8), batch, limit=len(batches),
+          seconds=300, meter=running.meter, connect=running.connect)
+    stored = running.connect().json("GET", API + f"threads/{big}/entries/?page_size=1")["count"]
+    if stored != THREAD_ENTRIES:
+        raise SystemExit(f"the recall thread holds {stored} entries, not {THREAD_ENTRIES}")
+
+
+def refuse_oversized(running: Running) -> None:
+    body = json.dumps({"entries": [{"role": "user"}] * OVERSIZED_ITEMS}).encode()
+    thread = running.state["own"][0]
+
+    def oversized(client: Http, number: int, n: int) -> tuple[int, int]:
+        return client.request("POST", API + f"threads/{thread}/entries/", raw=body)[0], 0
+
+    drive(running.phase(f"oversized batch ({len(body) / 1e6:.1f} MB, refused)", 1), oversized,
+          limit=5, seconds=60, meter=running.meter, connect=running.connect)
+
+
+def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, list[Phase]]:
+    """Every target served at once, each phase interleaved between them."""
+    states: dict[str, dict[str, Any]] = {}
+    with ExitStack() as stack:
+        running: list[Running] = []
+        for target in targets:
+            env = target_env(target, args.broker)
+            if target.fill:
+                states[target.database] = {}
+                prepare(target, env, states[target.database])
+            server = stack.enter_context(served(target, env))
+            port = server.port  # type: ignore[attr-defined]
+            state = states[target.database]
+            wait_until_up(port, {"Authorization": f"Token {state['token']}"}, server)
+            running.append(Running(target, port, CpuMeter(server.pid, target.database), state))
+        for each in running:
+            print(f"[bench/api] warm-up: {each.target.label}", file=sys.stderr, flush=True)
+            setup(each)
+        for clients in CLIENTS:
+            print(f"[bench/api] single appends x{clients}", file=sys.stderr, flush=True)
+            interleaved(running, "single appends", clients, single, limit=args.singles,
+                        args=args)
+        for each in running:
+            if each.target.fill:
+                print(f"[bench/api] fill: {each.target.label}", file=sys.stderr, flush=True)
+                fill(each)
+        for clients in CLIENTS:
+            print(f"[bench/api] recalls x{clients}", file=sys.stderr, flush=True)
+            interleaved(running, "background recalls (10,000 entries)", clients, recall,
+                        limit=args.recalls, args=args)
+        for each in running:
+            if each.target.fill:
+                refuse_oversized(each)
+    return {each.target.label: list(each.phases.values()) for each in running}
 
 
 def wait_until_up(port: int, headers: dict[str, str], server: subprocess.Popen[bytes]) -> None:
@@ -466,27 +539,21 @@ def results(args: argparse.Namespace) -> dict[str, Any]:
             Target("this tree, CONN_MAX_AGE=0", ROOT, "agentmemory_bench_api",
                    env={"DJANGO_CONN_MAX_AGE": "0"}, clients=(8,), fill=False),
         ]
-        state: dict[str, Any] = {}
         try:
-            for target in targets:
-                print(f"[bench/api] {target.label}", file=sys.stderr, flush=True)
-                if target.fill:
-                    state = {}
-                phases = measure(target, args, state)
-                runs[target.label] = [
+            for label, phases in measure(targets, args).items():
+                runs[label] = [
                     {**{k: v for k, v in asdict(p).items() if k not in ("latencies", "statuses")},
                      "statuses": {str(k): v for k, v in p.statuses.items()},
                      "rate": p.rate, "p50_ms": p.ms(0.5), "p95_ms": p.ms(0.95)}
                     for p in phases
                 ]
-                redis.Redis.from_url(args.broker).flushdb()
         finally:
             with postgres_admin() as admin:
                 for target in targets:
                     admin.execute(f'DROP DATABASE IF EXISTS "{target.database}" WITH (FORCE)')
     return {"machine": machine(), "runs": runs, "baseline": base_rev, "head": head_rev,
             "load_before": load_before, "load_after": os.getloadavg()[0],
-            "seconds": args.seconds}
+            "seconds": args.seconds, "rounds": args.rounds}
 
 
 def find(run: list[dict[str, Any]], name: str, clients: int) -> dict[str, Any] | None:
@@ -532,7 +599,10 @@ def section(data: dict[str, Any]) -> str:
         f"Baseline: revision {data['baseline']}, run in the same session as this tree. "
         f"Machine: {m['nproc']} CPUs, {m['cpu']}, {m['memory']}. Load average "
         f"before: {data['load_before']:.2f}, after: {data['load_after']:.2f}. Each phase "
-        f"is bounded at {data['seconds']:.0f} s.",
+        f"is bounded at {data['seconds']:.0f} s per target; the targets are served at "
+        f"once and take turns in {data.get('rounds', 1)} rounds of each phase (in reverse "
+        "order every other round), so that a slower stretch of the machine falls on all "
+        "of them.",
         "",
         "This tree against the baseline (ratios of the same run; above 1 is better):",
         "",
@@ -598,7 +668,10 @@ def main() -> int:
     parser.add_argument("--baseline", default="83c5202",
                         help="git revision to compare with (default: main before the "
                              "request-path work)")
-    parser.add_argument("--seconds", type=float, default=8.0, help="bound of each phase")
+    parser.add_argument("--seconds", type=float, default=8.0,
+                        help="bound of each phase, per target")
+    parser.add_argument("--rounds", type=int, default=4,
+                        help="turns the targets take in each phase")
     parser.add_argument("--singles", type=int, default=4000, help="single appends at most")
     parser.add_argument("--recalls", type=int, default=2000, help="recalls at most")
     parser.add_argument("--broker", default=os.environ.get("BENCH_REDIS",

@@ -274,6 +274,9 @@ class Mix:
         self.appended: dict[int, dict[int, int]] = defaultdict(dict)  # thread -> id -> pos
         self.erased: set[int] = set()
         self.deleted_threads: set[int] = set()
+        #: summaries the folders just wrote: the deleters unfold these first, so an
+        #: unfold meets a fold's fresh write-back before an erasure takes the summary
+        self.folded: list[tuple[int, int]] = []
         self.stop = threading.Event()
 
     def client(self) -> httpx.Client:
@@ -322,7 +325,13 @@ class Mix:
     def folder(self, seed: int) -> None:
         rng, http = random.Random(seed), self.client()
         while not self.stop.is_set():
-            self.note("fold", http.post(f"{API}threads/{self.pick(rng)}/fold/", json={}))
+            thread = self.pick(rng)
+            response = http.post(f"{API}threads/{thread}/fold/", json={})
+            self.note("fold", response)
+            summary = response.json().get("summary_id") if response.status_code == 200 else None
+            if summary is not None:
+                with self.lock:
+                    self.folded.append((thread, summary))
 
     def deleter(self, seed: int) -> None:
         rng, http = random.Random(seed), self.client()
@@ -341,12 +350,18 @@ class Mix:
                 continue
             with self.lock:
                 ids = list(self.appended[thread])
-            if roll < 0.2:  # unfold a summary
-                listed = http.get(f"{API}threads/{thread}/summaries/")
-                self.note("list-summaries", listed)
-                results = listed.json().get("results", []) if listed.status_code == 200 else []
-                if results:
-                    summary = rng.choice(results)["id"]
+            if roll < 0.2:  # unfold a summary: one a folder just wrote, or one listed
+                with self.lock:
+                    fresh = self.folded.pop() if self.folded else None
+                if fresh is not None:
+                    thread, summary = fresh
+                else:
+                    listed = http.get(f"{API}threads/{thread}/summaries/")
+                    self.note("list-summaries", listed)
+                    results = (listed.json().get("results", [])
+                               if listed.status_code == 200 else [])
+                    summary = rng.choice(results)["id"] if results else None
+                if summary is not None:
                     self.note("unfold", http.delete(f"{API}threads/{thread}/summaries/{summary}/"))
             elif ids:
                 entry = rng.choice(ids)
