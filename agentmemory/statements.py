@@ -12,6 +12,9 @@ The rows are the database's own values: Django's converters do not run, so a sta
 selects integers, strings and booleans, not dates or JSON. A queryset that does not pass
 a value as a parameter (a value in ``LIMIT``, or one Django changes before it binds it)
 is refused with `StatementError` when it is first built, never run wrong.
+
+`Insert` does the same for ``bulk_create``: the INSERT's SQL is built once per number of
+rows, and each row's values are prepared by its fields as Django prepares them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import QuerySet, sql
+from django.db.models import AutoField, Model, QuerySet, sql
 from django.db.transaction import TransactionManagementError, mark_for_rollback_on_error
 
 _KINDS = (int, datetime)
@@ -204,3 +207,72 @@ def _lookup(names: dict[Any, str], param: Any) -> str | None:
         return names.get(param)
     except TypeError:  # an unhashable parameter (a list for an array) is no marker
         return None
+
+
+class Insert:
+    """``bulk_create`` of new rows of one model: the same rows, values and primary keys
+    set on the objects, with the SQL built once per number of rows a statement takes.
+    Rows that already have a primary key, databases that cannot return the keys of a
+    multi-row insert, and statements whose parameters are not one per row and field
+    (Django sends PostgreSQL several rows as arrays, ``UNNEST``) go through
+    ``bulk_create`` itself."""
+
+    def __init__(self, model: type[Model]) -> None:
+        meta = model._meta
+        self.model = model
+        self.fields = [
+            field for field in meta.concrete_fields
+            if not field.generated and not isinstance(field, AutoField)
+        ]
+        self._sql: dict[tuple[str, int], str] = {}
+
+    def create(self, objs: list[Any]) -> None:
+        if not objs:
+            return
+        alias = router.db_for_write(self.model)
+        connection = connections[alias]
+        meta = self.model._meta
+        if (
+            not connection.features.can_return_rows_from_bulk_insert
+            or meta.db_returning_fields != [meta.pk]
+            or any(obj._is_pk_set() for obj in objs)
+        ):
+            self.model._default_manager.db_manager(alias).bulk_create(objs)
+            return
+        size = max(connection.ops.bulk_batch_size(self.fields, objs), 1)
+        with mark_for_rollback_on_error(using=alias), connection.cursor() as cursor:
+            for start in range(0, len(objs), size):
+                chunk = objs[start : start + size]
+                text = self._sql.get((alias, len(chunk)))
+                if text is None:
+                    text = self._sql[(alias, len(chunk))] = self._build(alias, chunk)
+                if not text:  # not a row of parameters per object: Django's own way
+                    self.model._default_manager.db_manager(alias).bulk_create(chunk)
+                    continue
+                cursor.execute(text, self._values(chunk, connection))
+                for obj, (key,) in zip(chunk, cursor.fetchall(), strict=True):
+                    obj.pk = key
+                    obj._state.adding = False
+                    obj._state.db = alias
+
+    def _values(self, chunk: list[Any], connection: BaseDatabaseWrapper) -> list[Any]:
+        """Each row's values as the insert compiler prepares them (``pre_save``, then
+        ``get_db_prep_save``)."""
+        values = []
+        for obj in chunk:
+            for field in self.fields:
+                value = field.pre_save(obj, add=True)
+                if hasattr(value, "resolve_expression"):
+                    raise StatementError(f"{field.name} holds an expression: use bulk_create.")
+                values.append(field.get_db_prep_save(value, connection=connection))
+        return values
+
+    def _build(self, alias: str, chunk: list[Any]) -> str:
+        """The INSERT's SQL, or "" when its parameters are not one per row and field."""
+        meta = self.model._meta
+        query = sql.InsertQuery(self.model)
+        query.insert_values(self.fields, chunk)
+        compiler = query.get_compiler(using=alias)
+        compiler.returning_fields = [meta.pk]
+        [(text, params)] = compiler.as_sql()
+        return str(text) if len(params) == len(chunk) * len(self.fields) else ""

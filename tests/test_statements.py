@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 
 from agentmemory import services
 from agentmemory.models import EntryKind, MemoryEntry, Thread
-from agentmemory.statements import Statement, StatementError, Update
+from agentmemory.statements import Insert, Statement, StatementError, Update
 
 pytestmark = pytest.mark.django_db
 
@@ -195,3 +195,78 @@ def test_the_append_statements_keep_positions_and_turns_under_concurrent_threads
     positions = MemoryEntry.objects.filter(thread=first, kind=EntryKind.MESSAGE).values_list(
         "position", flat=True)
     assert sorted(positions) == [1, 2, 3, 4, 5, 6]
+
+
+ENTRY_INSERT = Insert(MemoryEntry)
+rows = st.lists(
+    st.fixed_dictionaries({
+        "role": st.sampled_from(["user", "assistant", "tool"]),
+        "content": st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+                           max_size=30),
+        "tool_calls": st.lists(st.fixed_dictionaries({"id": st.text("ab1", max_size=5),
+                                                      "name": st.just("lookup")}), max_size=2),
+        "metadata": st.dictionaries(st.sampled_from(["k", "ü", "n"]),
+                                    st.one_of(st.integers(), st.none(),
+                                              st.text("abcü✓ ", max_size=5)),
+                                    max_size=2),
+        "expires": st.one_of(st.none(), moments),
+        "tier": st.sampled_from(["hot", "warm", "cold"]),
+    }),
+    min_size=1, max_size=160,  # beyond one statement's rows on SQLite (999 parameters)
+)
+
+
+def entries_for(thread: Thread, specs: list[dict[str, Any]]) -> list[MemoryEntry]:
+    return [
+        MemoryEntry(thread=thread, role=spec["role"], content=spec["content"],
+                    tool_calls=spec["tool_calls"], metadata=spec["metadata"], turn=1,
+                    position=position, tier=spec["tier"], token_count=position,
+                    created_at=EPOCH, expires_at=spec["expires"])
+        for position, spec in enumerate(specs, start=1)
+    ]
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(specs=rows)
+def test_an_insert_writes_the_rows_bulk_create_writes(specs: list[dict[str, Any]]) -> None:
+    mine, theirs = Thread.objects.create(title="insert"), Thread.objects.create(title="bulk")
+    inserted, created = entries_for(mine, specs), entries_for(theirs, specs)
+    ENTRY_INSERT.create(inserted)
+    MemoryEntry.objects.bulk_create(created)
+    assert all(entry.pk is not None and not entry._state.adding for entry in inserted)
+    compared = [f.attname for f in MemoryEntry._meta.concrete_fields
+                if f.attname not in ("id", "thread_id")]
+
+    def stored(thread: Thread) -> list[tuple[Any, ...]]:
+        return list(MemoryEntry.objects.filter(thread=thread).order_by("position")
+                    .values_list("id", *compared))
+
+    assert [row[0] for row in stored(mine)] == [entry.pk for entry in inserted]
+    assert [row[1:] for row in stored(mine)] == [row[1:] for row in stored(theirs)]
+
+
+def test_rows_that_have_their_key_go_through_bulk_create() -> None:
+    thread = Thread.objects.create(title="keyed")
+    [keyed] = entries_for(thread, [{"role": "user", "content": "x", "tool_calls": [],
+                                    "metadata": {}, "expires": None, "tier": "hot"}])
+    keyed.pk = 10**6
+    ENTRY_INSERT.create([keyed])
+    assert MemoryEntry.objects.get(pk=10**6).content == "x"
+
+
+def test_one_row_goes_through_the_sql_built_once() -> None:
+    """The append's case on both databases: a single row, VALUES with a parameter per
+    field (PostgreSQL gets several rows as arrays, which bulk_create then sends)."""
+    thread = Thread.objects.create(title="one")
+    spec = {"role": "user", "content": "only", "tool_calls": [], "metadata": {"k": 1},
+            "expires": None, "tier": "hot"}
+    inserter = Insert(MemoryEntry)
+    [first] = entries_for(thread, [spec])
+    inserter.create([first])
+    [second] = entries_for(thread, [spec])
+    second.position = 2
+    inserter.create([second])
+    assert list(inserter._sql.values()) and all(inserter._sql.values())
+    assert list(MemoryEntry.objects.filter(thread=thread).order_by("position")
+                .values_list("pk", "content", "metadata")) == [
+        (first.pk, "only", {"k": 1}), (second.pk, "only", {"k": 1})]

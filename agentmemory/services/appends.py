@@ -15,7 +15,7 @@ from agentmemory.messages import check_tool_call_ids, clean_message
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
 from agentmemory.pipeline.format import entry_line
 from agentmemory.services.background import fold_if_due
-from agentmemory.statements import Statement, Update
+from agentmemory.statements import Insert, Statement, Update
 from agentmemory.tokens import count_tokens
 
 # Every append runs these two: their SQL is built once (`agentmemory.statements`).
@@ -31,6 +31,7 @@ _SET_COUNTERS = Update(
     ),
     thread=int, position=int, turn=int, now=datetime,
 )
+_INSERT_ENTRIES = Insert(MemoryEntry)
 
 
 def append(
@@ -99,7 +100,7 @@ def append(
             )
             entry.token_count = count_tokens(entry_line(entry))
             entries.append(entry)
-        MemoryEntry.objects.bulk_create(entries)
+        _INSERT_ENTRIES.create(entries)
         _SET_COUNTERS.run(thread=thread.pk, position=position, turn=turn, now=now)
         if memory_settings.RECALL_MODE == "background":
             # After the commit, outside the row lock: deciding reads the thread's history,

@@ -10,10 +10,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from django.db import connections, router, transaction
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Count, F, Field, Model, Q, QuerySet, Sum
 
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import (
@@ -107,10 +107,14 @@ def stored_count(ids: set[int]) -> int:
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT COUNT(*) FROM {quote(MemoryEntry._meta.db_table)} "
-            f"WHERE {quote(MemoryEntry._meta.pk.column)} = ANY(%s)",
+            f"WHERE {quote(str(_column(MemoryEntry, 'id').column))} = ANY(%s)",
             [sorted(ids)],
         )
         return int(cursor.fetchone()[0])
+
+
+def _column(model: type[Model], name: str) -> Field[Any, Any]:
+    return cast("Field[Any, Any]", model._meta.get_field(name))
 
 
 def insert_items(receipt_id: int, picked: list[MemoryEntry]) -> None:
@@ -123,7 +127,7 @@ def insert_items(receipt_id: int, picked: list[MemoryEntry]) -> None:
     meta = ReceiptItem._meta
     quote = connection.ops.quote_name
     names = ("receipt", "entry", "order", "kind", "tokens")
-    fields = [meta.get_field(name) for name in names]
+    fields = [_column(ReceiptItem, name) for name in names]
     columns = ", ".join(quote(str(field.column)) for field in fields)
     rows = [(receipt_id, entry.pk, order, entry.kind, entry.token_count)
             for order, entry in enumerate(picked)]
