@@ -248,3 +248,24 @@ def test_front_page_links_to_the_admin_and_the_demo_thread() -> None:
     assert 'href="/admin/"' in body
     assert f'href="/admin/agentmemory/thread/{demo_thread().pk}/timeline/"' in body
     assert f'href="/api/memory/threads/{demo_thread().pk}/summaries/"' in body
+
+
+def test_the_example_wsgi_application_loads_the_token_encoding_as_it_starts() -> None:
+    """A worker that imports it has the counter before its first request (the encoding
+    costs about a second of CPU to load)."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import example_project.wsgi\n"
+        "from agentmemory.conf import memory_settings\n"
+        "print(sorted(memory_settings._plugins))\n"
+    )
+    root = Path(__file__).resolve().parent.parent
+    result = subprocess.run(
+        [sys.executable, "-c", probe], cwd=root, capture_output=True, text=True, timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(root),
+             "DJANGO_SETTINGS_MODULE": "example_project.settings"},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "TOKEN_COUNTER" in result.stdout

@@ -83,14 +83,13 @@ def type_errors(fields: Any, data: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
+# A response serializer whose fields are built once per class, not per instance. DRF
+# builds a serializer's fields on every instance, reading the model's fields each time;
+# for a one-entry append that cost more than the data. These serializers only read (no
+# field keeps per-request state or reads the context), so one set serves every instance;
+# settings the fields read (date format, time zone) are still read per call. No
+# docstring: drf-spectacular would describe every serializer below with it.
 class SharedFields:
-    """A response serializer whose fields are built once per class, not per instance.
-
-    DRF builds a serializer's fields on every instance, reading the model's fields each
-    time; for a one-entry append that costs more than the data. These serializers only
-    read (no field keeps per-request state or reads the context), so one set serves every
-    instance. Settings the fields read (date format, time zone) are read per call."""
-
     _shared: Any = None
 
     @property

@@ -66,7 +66,7 @@ def record_receipt(
         shown = {entry.pk for entry in picked}
         if folded_summary is not None:
             shown.add(folded_summary.pk)
-        if stored_count(shown) != len(shown):
+        if _stored_count(shown) != len(shown):
             raise EntryGoneError(
                 f"An entry of thread {thread.pk} was erased during the recall; recall again."
             )
@@ -96,7 +96,7 @@ _LOCK_TURN = Statement(
 )
 
 
-def stored_count(ids: set[int]) -> int:
+def _stored_count(ids: set[int]) -> int:
     """How many of these entries are stored. On PostgreSQL the ids go as one array
     parameter: psycopg reads a long query's text on every call (hundreds of ids in
     ``IN (...)`` cost the client more than the database takes to answer)."""
