@@ -41,9 +41,14 @@ def build(entries: int) -> Thread:
     return thread
 
 
+#: The statements the last `queries_of` counted, for a failure's message.
+LAST: list[str] = []
+
+
 def queries_of(action: Callable[[], object]) -> tuple[int, object]:
     with CaptureQueriesContext(connection) as captured:
         result = action()
+    LAST[:] = [q["sql"][:90] for q in captured.captured_queries]
     return len(captured.captured_queries), result
 
 
@@ -114,3 +119,34 @@ def test_an_append_costs_the_same_on_50_and_5000_entries() -> None:
         counts.append(count)
 
     assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
+
+
+@pytest.mark.django_db(transaction=True)  # the fold decision runs on a real commit
+@pytest.mark.parametrize("fold", ["on its way", "not due"])
+def test_an_append_over_the_api_costs_the_same_on_50_and_5000_entries(fold: str) -> None:
+    """The request path of one message, background mode: the thread lookup, the row lock,
+    the insert, the counter update and the fold decision (one query, which also says a
+    fold is on its way), whatever the thread's length."""
+    from django.contrib.auth import get_user_model
+    from rest_framework.test import APIClient
+
+    user = get_user_model().objects.create_user("counted")
+    client = APIClient()
+    client.force_authenticate(user)
+    counts = []
+    budget = 10_000_000 if fold == "not due" else 4000  # budget-driven: no fold pressure
+    driven = {"LOAD_COUNT": None, "TRIGGER_MIN_ENTRIES": None, "FOLD_HIGH_WATER": 1.0}
+    with override_settings(AGENTMEMORY={"RECALL_MODE": "background", "FOLD_BUDGET": budget,
+                                        **driven}):
+        for size in SIZES:
+            thread = build(size)
+            Thread.objects.filter(pk=thread.pk).update(owner=user, fold_queued_until=(
+                NOW.replace(year=2999) if fold == "on its way" else None))
+            count, response = queries_of(lambda thread=thread: client.post(
+                f"/api/memory/threads/{thread.pk}/entries/",
+                {"role": "user", "content": "One more question."}, format="json"))
+            assert response.status_code == 201, response.content
+            counts.append(count)
+    assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
+    # the thread, BEGIN, the lock, the insert, the counters, COMMIT, the fold decision
+    assert counts[0] == 7, "\n".join(LAST)
