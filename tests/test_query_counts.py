@@ -133,15 +133,15 @@ def test_an_append_over_the_api_costs_the_same_on_50_and_5000_entries(fold: str)
     user = get_user_model().objects.create_user("counted")
     client = APIClient()
     client.force_authenticate(user)
+    threads = [build(size) for size in SIZES]  # inline: no fold is asked for meanwhile
+    queued = NOW.replace(year=2999) if fold == "on its way" else None
+    Thread.objects.update(owner=user, fold_queued_until=queued)
     counts = []
     budget = 10_000_000 if fold == "not due" else 4000  # budget-driven: no fold pressure
     driven = {"LOAD_COUNT": None, "TRIGGER_MIN_ENTRIES": None, "FOLD_HIGH_WATER": 1.0}
     with override_settings(AGENTMEMORY={"RECALL_MODE": "background", "FOLD_BUDGET": budget,
                                         **driven}):
-        for size in SIZES:
-            thread = build(size)
-            Thread.objects.filter(pk=thread.pk).update(owner=user, fold_queued_until=(
-                NOW.replace(year=2999) if fold == "on its way" else None))
+        for thread in threads:
             count, response = queries_of(lambda thread=thread: client.post(
                 f"/api/memory/threads/{thread.pk}/entries/",
                 {"role": "user", "content": "One more question."}, format="json"))
