@@ -18,8 +18,9 @@ demo: $(STAMP)
 	$(PY) manage.py agentmemory_demo
 	$(PY) manage.py runserver 127.0.0.1:8000
 
-## The whole suite, on SQLite (the embedded default) and then on PostgreSQL.
-test: $(STAMP) lint typecheck test-sqlite test-postgres
+## The whole suite, on SQLite (the embedded default) and on PostgreSQL, both at once.
+test: $(STAMP) lint typecheck
+	PYTHON=$(PY) scripts/test_both.sh
 
 test-sqlite: $(STAMP)
 	AGENTMEMORY_TEST_DB=sqlite $(PY) -m pytest

@@ -273,7 +273,8 @@ class Broker:
 
 @pytest.fixture
 def broker() -> Iterator[Broker]:
-    """Redis DB 14, flushed, and this process publishing to it through a BrokerLink.
+    """The broker's Redis DB (14 unless ``AGENTMEMORY_TEST_BROKER`` names another), flushed,
+    and this process publishing to it through a BrokerLink.
 
     The publishing app is new for each test (built like the worker's, from the
     ``CELERY`` settings, with eager mode off and the link as broker) and current while

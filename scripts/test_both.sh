@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole suite on SQLite and on PostgreSQL at once, each in its own process with its
+# own Redis databases (SQLite: 15 and 14, PostgreSQL: 11 and 10), so neither run's cache,
+# broker or workers see the other's: both at once keep CI short on two cores, since much
+# of each run waits on a server, a worker or a browser. Each run's output is kept in a
+# file and printed when it ends, so the two never interleave; the script fails when
+# either run fails. Arguments go to both pytest runs.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY="${PYTHON:-.venv/bin/python}"
+logs="$(mktemp -d "${TMPDIR:-/tmp}/agentmemory-tests.XXXXXX")"
+trap 'rm -rf "$logs"' EXIT
+
+AGENTMEMORY_TEST_DB=sqlite "$PY" -m pytest -p no:cacheprovider "$@" >"$logs/sqlite" 2>&1 &
+sqlite=$!
+AGENTMEMORY_TEST_DB=postgres \
+  AGENTMEMORY_TEST_REDIS="${AGENTMEMORY_TEST_REDIS_PG:-redis://127.0.0.1:6379/11}" \
+  AGENTMEMORY_TEST_BROKER="${AGENTMEMORY_TEST_BROKER_PG:-redis://127.0.0.1:6379/10}" \
+  "$PY" -m pytest -p no:cacheprovider "$@" >"$logs/postgres" 2>&1 &
+postgres=$!
+
+failed=0
+for run in sqlite postgres; do
+  if wait "${!run}"; then status=passed; else status=FAILED; failed=1; fi
+  echo "=================== the suite on $run: $status ==================="
+  cat "$logs/$run"
+done
+exit "$failed"
