@@ -4,7 +4,9 @@
 # broker or workers see the other's: both at once keep CI short on two cores, since much
 # of each run waits on a server, a worker or a browser. Each run's output is kept in a
 # file and printed when it ends, so the two never interleave; the script fails when
-# either run fails. Arguments go to both pytest runs.
+# either run fails. The PostgreSQL run leaves out the tests that cannot reach a database
+# (AGENTMEMORY_TEST_DATABASE_ONLY=1, tests/conftest.py): they run the same on either, and
+# the SQLite run has them. Arguments go to both pytest runs.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY="${PYTHON:-.venv/bin/python}"
@@ -13,7 +15,7 @@ trap 'rm -rf "$logs"' EXIT
 
 AGENTMEMORY_TEST_DB=sqlite "$PY" -m pytest -p no:cacheprovider "$@" >"$logs/sqlite" 2>&1 &
 sqlite=$!
-AGENTMEMORY_TEST_DB=postgres \
+AGENTMEMORY_TEST_DB=postgres AGENTMEMORY_TEST_DATABASE_ONLY=1 \
   AGENTMEMORY_TEST_REDIS="${AGENTMEMORY_TEST_REDIS_PG:-redis://127.0.0.1:6379/11}" \
   AGENTMEMORY_TEST_BROKER="${AGENTMEMORY_TEST_BROKER_PG:-redis://127.0.0.1:6379/10}" \
   "$PY" -m pytest -p no:cacheprovider "$@" >"$logs/postgres" 2>&1 &

@@ -47,6 +47,32 @@ def pytest_sessionstart(session: pytest.Session) -> None:
             pytest.exit(f"{message}: the PostgreSQL run is skipped.", returncode=0)
 
 
+#: Fixtures through which a test reaches the database (pytest-django blocks every other
+#: way in), directly or through a fixture of its own.
+DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences",
+                               "django_db_serialized_rollback", "live_server"})
+
+
+def touches_the_database(item: pytest.Item) -> bool:
+    return bool(item.get_closest_marker("django_db")
+                or DATABASE_FIXTURES & set(getattr(item, "fixturenames", ())))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """With AGENTMEMORY_TEST_DATABASE_ONLY=1, run only the tests that reach the database.
+
+    ``scripts/test_both.sh`` sets it for the PostgreSQL run: a test that cannot reach the
+    database runs the same on either, and the SQLite run beside it already runs it.
+    """
+    if os.environ.get("AGENTMEMORY_TEST_DATABASE_ONLY") != "1":
+        return
+    kept = [item for item in items if touches_the_database(item)]
+    dropped = [item for item in items if not touches_the_database(item)]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = kept
+
+
 @pytest.fixture
 def on_postgres() -> bool:
     return bool(settings.DATABASES["default"]["ENGINE"].endswith("postgresql"))

@@ -274,11 +274,19 @@ class MemoryMachine(RuleBasedStateMachine):
     # ------------------------------------------------------------ invariants
 
     @invariant()
-    def summaries_stand_for_existing_originals(self) -> None:
+    def laws_hold(self) -> None:
+        """The three checks below, after every step, over one read of the thread."""
+        rows = self.rows()
+        self.summaries_stand_for_existing_originals(rows, self.sources())
+        self.live_rows_are_reachable(rows)
+        self.originals_are_untouched(rows)
+
+    def summaries_stand_for_existing_originals(
+        self, rows: dict[int, MemoryEntry], sources: dict[int, set[int]]
+    ) -> None:
         """Every summary, live or retired, still has every row it was written over; a
         standing one covers exactly those rows, a retired one covers nothing; and each
         carries the clock of what it covers: newest expiry and time, last position."""
-        rows, sources = self.rows(), self.sources()
         coverage = {
             c.summary_id: c for c in SummaryCoverage.objects.filter(summary__thread=self.thread)
         }
@@ -310,12 +318,10 @@ class MemoryMachine(RuleBasedStateMachine):
             seen = self.summaries.setdefault(entry.pk, summary_snapshot(entry))
             assert summary_snapshot(entry) == seen, f"summary {entry.pk} was rewritten"
 
-    @invariant()
-    def live_rows_are_reachable(self) -> None:
+    def live_rows_are_reachable(self, rows: dict[int, MemoryEntry]) -> None:
         """A live row is visible, or its chain of summaries leads to a live visible one.
         A summary expires with the earliest thing it stands for; until the next load
         retires it, it may hide live rows, which that load shows verbatim."""
-        rows = self.rows()
         for entry in rows.values():
             seen, current = set(), entry
             while current.covered_by_id is not None:
@@ -343,10 +349,8 @@ class MemoryMachine(RuleBasedStateMachine):
         }
         assert visible == expected
 
-    @invariant()
-    def originals_are_untouched(self) -> None:
+    def originals_are_untouched(self, rows: dict[int, MemoryEntry]) -> None:
         """Law 1: an original is byte-identical until erased or purged after expiry."""
-        rows = self.rows()
         for pk, appended in self.appended.items():
             entry = rows.get(pk)
             if entry is not None:
