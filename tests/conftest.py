@@ -48,9 +48,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 #: Fixtures through which a test reaches the database (pytest-django blocks every other
-#: way in), directly or through a fixture of its own.
+#: way in), directly or through a fixture of its own; and the one that asks the vendor.
 DATABASE_FIXTURES = frozenset({"db", "transactional_db", "django_db_reset_sequences",
-                               "django_db_serialized_rollback", "live_server"})
+                               "django_db_serialized_rollback", "live_server",
+                               "on_postgres"})
 
 
 def touches_the_database(item: pytest.Item) -> bool:
@@ -66,8 +67,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     if os.environ.get("AGENTMEMORY_TEST_DATABASE_ONLY") != "1":
         return
-    kept = [item for item in items if touches_the_database(item)]
-    dropped = [item for item in items if not touches_the_database(item)]
+    kept, dropped = [], []
+    for item in items:
+        (kept if touches_the_database(item) else dropped).append(item)
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = kept
