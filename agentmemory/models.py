@@ -502,6 +502,12 @@ class SummarizerCall(models.Model):
     attempt = models.PositiveSmallIntegerField(default=1)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    cached_tokens = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        help_text="The prompt tokens the provider reports it read from its prompt cache; "
+        "empty when the response does not say.",
+    )
     duration_ms = models.PositiveIntegerField(default=0)
     outcome = models.CharField(max_length=24, choices=CallOutcome.choices)
     error_class = models.CharField(max_length=200, blank=True, default="")
