@@ -192,9 +192,9 @@ def timed(call: Callable[[], Any]) -> float:
 # ------------------------------------------------------------------ the loopback summarizer
 
 
-def loopback_server() -> Any:
+def loopback_server(summary: str | None = None) -> Any:
     """The test suite's OpenAI-compatible server on 127.0.0.1, answering every chat
-    completion with :data:`bench.conversation.STUB_SUMMARY`.
+    completion with ``summary`` (default :data:`bench.conversation.STUB_SUMMARY`).
 
     Usage is reported as a provider would: the prompt counted exactly (o200k_base, the
     text of every message sent) and the completion's fixed count. ``totals()`` gives the
@@ -206,7 +206,8 @@ def loopback_server() -> Any:
     from bench.conversation import STUB_SUMMARY, count_tokens
     from tests.openai_server import OpenAIServer, Reply
 
-    completion_tokens = count_tokens(STUB_SUMMARY)
+    answer = STUB_SUMMARY if summary is None else summary
+    completion_tokens = count_tokens(answer)
 
     def text_of(content: Any) -> str:
         if isinstance(content, list):  # content parts
@@ -224,7 +225,7 @@ def loopback_server() -> Any:
             prompt = sum(count_tokens(text_of(message.get("content"))) for message in messages)
             with self._counted_lock:
                 self._counted.append(prompt)
-            fixed = Reply(STUB_SUMMARY, prompt_tokens=prompt, completion_tokens=completion_tokens)
+            fixed = Reply(answer, prompt_tokens=prompt, completion_tokens=completion_tokens)
             return super()._completion(fixed, body)
 
         def reset(self) -> None:
