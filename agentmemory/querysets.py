@@ -241,17 +241,20 @@ class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
         return int(self.aggregate(tokens=Sum(charge))["tokens"] or 0)
 
     def totals(self) -> dict[str, Any]:
-        """Calls, prompt and completion tokens, and calls by outcome, in one query."""
+        """Calls, prompt and completion tokens, the prompt tokens providers reported read
+        from their cache, and calls by outcome, in one query."""
         outcomes = CallOutcome.values
         totals = self.aggregate(
             calls=Count("id"),
             prompt_tokens=Sum("prompt_tokens", default=0),
             completion_tokens=Sum("completion_tokens", default=0),
+            cached_tokens=Sum("cached_tokens", default=0),
             **{outcome: Count("id", filter=Q(outcome=outcome)) for outcome in outcomes},
         )
         return {
             "calls": totals["calls"],
             "prompt_tokens": totals["prompt_tokens"],
             "completion_tokens": totals["completion_tokens"],
+            "cached_tokens": totals["cached_tokens"],
             "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
         }

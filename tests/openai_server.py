@@ -5,6 +5,7 @@ every request, and answers from a per-test script::
 
     def test_something(openai_server, openai_summarizer_settings):
         openai_server.reply("the summary", prompt_tokens=120, completion_tokens=8)
+        openai_server.reply("the summary", prompt_tokens=2048, cached_tokens=1920)
         openai_server.fail(500)
         openai_server.delay(5)          # longer than TIMEOUT: the client times out
         with override_settings(AGENTMEMORY=openai_summarizer_settings):
@@ -66,6 +67,9 @@ class Reply:
 
     ``tool_calls`` (``{"id", "name", "arguments"}`` each) make it a tool-calling reply:
     null content, the calls in OpenAI's nested form, finish reason ``tool_calls``.
+    ``cached_tokens`` adds ``usage.prompt_tokens_details.cached_tokens`` (the prompt
+    tokens a provider read from its prompt cache); left as None, the usage has no details,
+    as from a server that does not report them.
     """
 
     content: str = DEFAULT_REPLY
@@ -73,6 +77,7 @@ class Reply:
     completion_tokens: int | None = None
     finish_reason: str = "stop"
     tool_calls: tuple[dict[str, str], ...] = ()
+    cached_tokens: int | None = None
 
 
 @dataclass(frozen=True)
@@ -185,8 +190,10 @@ class OpenAIServer:
         prompt_tokens: int | None = None,
         completion_tokens: int | None = None,
         finish_reason: str = "stop",
+        cached_tokens: int | None = None,
     ) -> OpenAIServer:
-        return self.script(Reply(content, prompt_tokens, completion_tokens, finish_reason))
+        return self.script(Reply(content, prompt_tokens, completion_tokens, finish_reason,
+                                 cached_tokens=cached_tokens))
 
     def fail(
         self,
@@ -293,6 +300,8 @@ class OpenAIServer:
                 "prompt_tokens": prompt_tokens,
                 "completion_tokens": completion_tokens,
                 "total_tokens": prompt_tokens + completion_tokens,
+                **({"prompt_tokens_details": {"cached_tokens": reply.cached_tokens}}
+                   if reply.cached_tokens is not None else {}),
             },
         }
 

@@ -18,9 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from django.contrib import admin
+from django.contrib.auth import get_user_model
 from django.test import override_settings
+from rest_framework.test import APIClient
 
 from agentmemory import services
+from agentmemory.admin.records import SummarizerCallAdmin
 from agentmemory.exceptions import (
     AgentMemoryConfigurationError,
     SummarizerError,
@@ -412,6 +416,37 @@ def test_recall_folds_once_through_the_openai_backend(
     assert second.summaries_used == [summary.pk]
     assert second.folded_summary_id is None
     assert SummarizerCall.objects.filter(thread=thread).count() == 1
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("cached", [1920, 0, None], ids=["cached", "none-cached", "unreported"])
+def test_a_fold_records_the_prompt_tokens_the_provider_read_from_its_cache(
+    openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any], cached: int | None
+) -> None:
+    """What the provider says about its prompt cache reaches the ledger row, the admin's
+    ledger and the API's usage rows and totals; a response that does not say leaves it
+    empty, never 0."""
+    owner = get_user_model().objects.create_user("ledger-owner")
+    thread = build_thread(40)
+    thread.owner = owner
+    thread.save(update_fields=["owner"])
+    openai_server.reply("The user tracked orders 4401-4440; all are in transit.",
+                        prompt_tokens=2048, completion_tokens=17, cached_tokens=cached)
+
+    with override_settings(AGENTMEMORY={**openai_summarizer_settings, "LOAD_COUNT": 200}):
+        services.recall(thread, 4000)
+        client = APIClient()
+        client.force_authenticate(owner)
+        usage = client.get(f"/api/memory/threads/{thread.pk}/usage/").json()
+
+    (call,) = SummarizerCall.objects.filter(thread=thread)
+    assert call.outcome == CallOutcome.FOLDED
+    assert (call.prompt_tokens, call.completion_tokens, call.cached_tokens) == (2048, 17, cached)
+    (row,) = usage["results"]
+    assert (row["prompt_tokens"], row["cached_tokens"]) == (2048, cached)
+    assert usage["totals"]["cached_tokens"] == (cached or 0)
+    shown = SummarizerCallAdmin(SummarizerCall, admin.site).tokens(call)
+    assert shown.endswith(f"2048 + 17 ({cached} cached)" if cached is not None else "2048 + 17")
 
 
 @pytest.mark.django_db

@@ -66,12 +66,14 @@ class SummarizerCallAdmin(ReadOnlyAdmin):
     def took(self, obj: SummarizerCall) -> str:
         return f"{obj.duration_ms} ms"
 
-    @admin.display(description="tokens: reserved, prompt + completion")
+    @admin.display(description="tokens: reserved, prompt + completion (cached)")
     def tokens(self, obj: SummarizerCall) -> str:
         reserved = "-" if obj.estimated_tokens is None else obj.estimated_tokens
         used = (f"{obj.prompt_tokens} + {obj.completion_tokens or 0}"
                 if obj.prompt_tokens is not None else "-")
-        return f"{reserved}; {used}"
+        # Shown only when the provider said: no figure is not "none were cached".
+        cached = f" ({obj.cached_tokens} cached)" if obj.cached_tokens is not None else ""
+        return f"{reserved}; {used}{cached}"
 
     @admin.display(description="error", ordering="error_class")
     def error(self, obj: SummarizerCall) -> str:

@@ -407,7 +407,7 @@ class SummarizerCallSerializer(serializers.ModelSerializer):
         fields = [
             "id", "purpose", "backend", "model", "outcome", "error_class", "error_message",
             "attempt", "entry_count", "estimated_tokens", "prompt_tokens", "completion_tokens",
-            "duration_ms", "summary", "created_at",
+            "cached_tokens", "duration_ms", "summary", "created_at",
         ]
         read_only_fields = fields
 
@@ -416,6 +416,7 @@ class UsageTotalsSerializer(serializers.Serializer):
     calls = serializers.IntegerField()
     prompt_tokens = serializers.IntegerField()
     completion_tokens = serializers.IntegerField()
+    cached_tokens = serializers.IntegerField()
     by_outcome = serializers.DictField(child=serializers.IntegerField())
 
 

@@ -15,11 +15,14 @@ ChatMessage = dict[str, str]
 
 @dataclass(frozen=True)
 class SummaryResult:
-    """What one call returned. Token counts are None when the backend cannot know them."""
+    """What one call returned. Token counts are None when the backend cannot know them;
+    ``cached_tokens`` (the part of the prompt the provider read from its prompt cache) is
+    None when the response does not say."""
 
     text: str
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
+    cached_tokens: int | None = None
 
 
 def build_prompt(messages: Sequence[MessageLike], instruction: str) -> list[ChatMessage]:

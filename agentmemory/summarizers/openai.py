@@ -98,10 +98,12 @@ class OpenAISummarizer(BaseSummarizer):
         if not response.choices:
             raise SummarizerError(f"{self.model} returned no choices.")
         usage = response.usage
+        details = usage.prompt_tokens_details if usage else None
         return SummaryResult(
             text=response.choices[0].message.content or "",
             prompt_tokens=usage.prompt_tokens if usage else None,
             completion_tokens=usage.completion_tokens if usage else None,
+            cached_tokens=details.cached_tokens if details else None,
         )
 
 

@@ -93,11 +93,13 @@ def settle(
     error: BaseException | None = None,
     summary: MemoryEntry | None = None,
 ) -> None:
-    """Write what the reserved call came to: its outcome, the usage the backend reported,
-    and a failure's class and redacted description."""
+    """Write what the reserved call came to: its outcome, the usage the backend reported
+    (the prompt tokens its provider served from cache among them), and a failure's class
+    and redacted description."""
     row.outcome = outcome
     row.prompt_tokens = result.prompt_tokens if result else None
     row.completion_tokens = result.completion_tokens if result else None
+    row.cached_tokens = result.cached_tokens if result else None
     row.duration_ms = int((time.monotonic() - started) * 1000)
     row.error_class = type(error).__name__ if error else ""
     row.error_message = describe_error(error) if error else ""
@@ -110,7 +112,8 @@ def settle(
             summary_id=Subquery(MemoryEntry.objects.filter(pk=summary.pk).values("pk"))
             if summary is not None else None,
             outcome=row.outcome, prompt_tokens=row.prompt_tokens,
-            completion_tokens=row.completion_tokens, duration_ms=row.duration_ms,
+            completion_tokens=row.completion_tokens, cached_tokens=row.cached_tokens,
+            duration_ms=row.duration_ms,
             error_class=row.error_class, error_message=row.error_message,
         )
 
