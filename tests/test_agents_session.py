@@ -13,19 +13,30 @@ import json
 from typing import Any
 
 import pytest
-from agents import Agent, RunConfig, Runner, SQLiteSession, function_tool
+from agents import (
+    Agent,
+    ModelSettings,
+    OpenAIChatCompletionsModel,
+    RunConfig,
+    Runner,
+    SQLiteSession,
+    function_tool,
+)
 from agents.items import ModelResponse
 from agents.memory import Session
 from agents.models.interface import Model
 from agents.usage import Usage
 from asgiref.sync import async_to_sync, sync_to_async
 from hypothesis import HealthCheck, given, settings
+from openai import AsyncOpenAI
 from openai.types.responses import ResponseFunctionToolCall, ResponseOutputMessage
 from openai.types.responses.response_output_text import ResponseOutputText
 
 from agentmemory import services
 from agentmemory.integrations.openai_agents import ThreadSession
+from agentmemory.integrations.openai_shapes import prompt_cache_key
 from agentmemory.models import MemoryEntry, Thread
+from tests.openai_server import DEFAULT_REPLY, TEST_API_KEY, TEST_MODEL, OpenAIServer
 from tests.test_openai_shapes import RESPONSES
 from tests.test_recall_contract import turns
 
@@ -285,3 +296,45 @@ def test_an_item_with_invisible_characters_is_given_back_without_them() -> None:
     ]
     stored = MemoryEntry.objects.get(thread=session.thread)
     assert stored.content == "Where is\u200b my order?"
+
+
+# ---------------------------------------------------------------- the provider's cache
+
+
+def test_the_sessions_prompt_cache_key_reaches_the_provider_through_model_settings(
+    openai_server: OpenAIServer,
+) -> None:
+    """The SDK's chat completions model on the real client, against the loopback server:
+    the key passed as model settings is in every request of the thread, and another
+    thread's is another. Without it, the SDK sends no key to a server that is not
+    OpenAI's own."""
+    client = AsyncOpenAI(api_key=TEST_API_KEY, base_url=openai_server.base_url, max_retries=0)
+    model = OpenAIChatCompletionsModel(model=TEST_MODEL, openai_client=client)
+
+    async def turn(session: ThreadSession, text: str, *, keyed: bool = True) -> None:
+        # --8<-- [start:cache-key]
+        agent = Agent(name="shop", instructions="Answer order questions.", model=model,
+                      model_settings=ModelSettings(
+                          extra_args={"prompt_cache_key": session.prompt_cache_key}))
+        # --8<-- [end:cache-key]
+        if not keyed:
+            agent = agent.clone(model_settings=ModelSettings())
+        await Runner.run(agent, text, session=session, run_config=RunConfig(tracing_disabled=True))
+
+    first = ThreadSession(Thread.objects.create(), budget_tokens=4000, mode="inline")
+    second = ThreadSession(Thread.objects.create(), budget_tokens=4000, mode="inline")
+
+    async def run() -> None:
+        await turn(first, "Where is NW-1?")
+        await turn(first, "And NW-2?")
+        await turn(second, "Hello.")
+        await turn(second, "Hello again.", keyed=False)
+
+    async_to_sync(run)()
+    keys = [request.body.get("prompt_cache_key") for request in openai_server.chat_requests]
+    assert keys == [first.prompt_cache_key] * 2 + [second.prompt_cache_key, None]
+    assert first.prompt_cache_key != second.prompt_cache_key
+    assert first.prompt_cache_key == prompt_cache_key(first.thread)  # chat_turn's key
+    # The second turn's request holds the first turn: the session is in use.
+    assert [m["content"] for m in openai_server.chat_requests[1].messages][1:3] == [
+        "Where is NW-1?", DEFAULT_REPLY]

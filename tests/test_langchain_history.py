@@ -21,6 +21,7 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 from agentmemory import services
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.integrations.langchain import ThreadChatMessageHistory
+from agentmemory.integrations.openai_shapes import prompt_cache_key
 from agentmemory.models import MemoryEntry, Thread
 from tests.test_recall_contract import turns
 
@@ -227,3 +228,41 @@ def test_any_conversation_comes_back_message_for_message_while_it_fits(
                                        mode="background", load_count=None)
     history.add_messages(messages)
     assert history.messages == messages
+
+
+# ---------------------------------------------------------------- the provider's cache
+
+
+class KeywordRecordingChatModel(FakeMessagesListChatModel):
+    """langchain_core's fake chat model, keeping the keyword arguments of every call: what
+    ``ChatOpenAI`` would send in the request body beside the messages."""
+
+    keywords: list[dict[str, Any]] = []
+
+    def _generate(self, messages: list[BaseMessage], *args: Any, **kwargs: Any) -> Any:
+        self.keywords.append(dict(kwargs))
+        return super()._generate(messages, *args, **kwargs)
+
+
+def keyed_chat(model: Any, history: ThreadChatMessageHistory) -> Any:
+    # --8<-- [start:cache-key]
+    chat = RunnableWithMessageHistory(
+        model.bind(prompt_cache_key=history.prompt_cache_key), lambda session_id: history)
+    # --8<-- [end:cache-key]
+    return chat
+
+
+def test_the_historys_prompt_cache_key_is_the_threads_and_reaches_the_model_when_bound() -> None:
+    first = ThreadChatMessageHistory(Thread.objects.create(), budget_tokens=900)
+    second = ThreadChatMessageHistory(Thread.objects.create(), budget_tokens=900)
+    model = KeywordRecordingChatModel(
+        responses=[AIMessage(content=f"Answer {n}.") for n in range(3)], keywords=[])
+    for history, text in [(first, "Where is NW-1?"), (first, "And NW-2?"), (second, "Hi")]:
+        chat = keyed_chat(model, history)
+        chat.invoke([HumanMessage(content=text)], {"configurable": {"session_id": "any"}})
+    keys = [keywords.get("prompt_cache_key") for keywords in model.keywords]
+    assert keys == [first.prompt_cache_key] * 2 + [second.prompt_cache_key]
+    assert first.prompt_cache_key != second.prompt_cache_key
+    assert first.prompt_cache_key == prompt_cache_key(first.thread)  # chat_turn's key
+    assert [m.content for m in first.messages] == [
+        "Where is NW-1?", "Answer 0.", "And NW-2?", "Answer 1."]

@@ -16,16 +16,17 @@ from typing import Any
 import pytest
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from openai import OpenAI
+from openai import OpenAI, omit
 from openai.types.chat import ChatCompletionMessageParam
 from openai.types.responses import ResponseInputItemParam
 from pydantic import ConfigDict, TypeAdapter
 from rest_framework.test import APIClient
 
 from agentmemory import services
-from agentmemory.integrations.openai_shapes import ToolLoopError, chat_turn
+from agentmemory.integrations.openai_shapes import ToolLoopError, chat_turn, prompt_cache_key
 from agentmemory.models import MemoryEntry, RecallReceipt, Thread
 from tests.openai_server import TEST_API_KEY, TEST_MODEL, OpenAIServer, Reply
 from tests.test_recall_contract import turns
@@ -193,6 +194,54 @@ def test_chat_turn_runs_a_tool_loop_with_the_official_client(
                  .values_list("role", "turn"))
     assert roles == [("user", 1), ("assistant", 1), ("tool", 1), ("assistant", 1),
                      ("user", 2), ("assistant", 2)]
+
+
+def test_chat_turn_sends_one_prompt_cache_key_per_thread(
+    openai_server: OpenAIServer, client: OpenAI
+) -> None:
+    """Every request of a thread, tool rounds included, carries the thread's key; another
+    thread has another; the key names neither the thread's id nor anything of its owner."""
+    openai_server.script(
+        Reply(tool_calls=({"id": "call_1", "name": "lookup_order",
+                           "arguments": '{"order": "NW-48217"}'},)),
+        Reply("Shipped."), Reply("You are welcome."), Reply("Hello."),
+    )
+    first = Thread.objects.create(title="Ada Lovelace's orders", client_key="ada@example.com")
+    second = Thread.objects.create()
+    for text in ["Where is my order NW-48217?", "Thanks!"]:
+        chat_turn(client, first, text, model=TEST_MODEL, budget_tokens=4000,
+                  tools=TOOLS, call_tool=lookup_order)
+    chat_turn(client, second, "Hi", model=TEST_MODEL, budget_tokens=4000)
+
+    keys = [request.body.get("prompt_cache_key") for request in openai_server.chat_requests]
+    assert keys == [prompt_cache_key(first)] * 3 + [prompt_cache_key(second)]
+    assert keys[0] != keys[3]
+    assert keys[0] == prompt_cache_key(Thread.objects.get(pk=first.pk))  # stable
+    # A fixed prefix and a digest, no more: not the id, title or client key.
+    prefix, _, digest = keys[0].rpartition("-")
+    assert (prefix, len(digest), set(digest) <= set("0123456789abcdef")) == (
+        "agentmemory-thread", 32, True)
+    # Under another SECRET_KEY (another deployment on the same account): another key.
+    with override_settings(SECRET_KEY="another-deployment-" + "x" * 40):
+        assert prompt_cache_key(first) != keys[0]
+
+
+@pytest.mark.parametrize(
+    ("given", "sent"),
+    [
+        pytest.param({"prompt_cache_key": "my-key"}, "my-key", id="keyword"),
+        pytest.param({"extra_body": {"prompt_cache_key": "my-key"}}, "my-key", id="extra_body"),
+        pytest.param({"prompt_cache_key": omit}, None, id="omit"),
+    ],
+)
+def test_chat_turn_sends_the_callers_own_prompt_cache_key_instead(
+    openai_server: OpenAIServer, client: OpenAI, given: dict[str, Any], sent: str | None
+) -> None:
+    thread = Thread.objects.create()
+    chat_turn(client, thread, "Hi", model=TEST_MODEL, budget_tokens=4000, **given)
+    (request,) = openai_server.chat_requests
+    assert request.body.get("prompt_cache_key") == sent
+    assert ("prompt_cache_key" in request.body) is (sent is not None)
 
 
 def test_chat_turn_stops_a_model_that_never_stops_calling_tools(

@@ -220,6 +220,51 @@ def test_openai_usage_lands_in_the_summary_result(
     )
 
 
+def test_openai_prompt_cache_key_follows_the_instruction_when_asked(
+    openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any]
+) -> None:
+    """PROMPT_CACHE_KEY True: every call with one instruction carries one key, another
+    instruction another; a string is sent as it is."""
+    openai_summarizer_settings["SUMMARIZER"]["OPTIONS"]["PROMPT_CACHE_KEY"] = True
+    summarizer = openai_summarizer(openai_summarizer_settings)
+    summarizer.summarize(SPAN, instruction=DEFAULT_INSTRUCTION)
+    summarizer.summarize(SPAN[:2], instruction=DEFAULT_INSTRUCTION)
+    another = openai_summarizer(openai_summarizer_settings)
+    another.summarize(SPAN[2:], instruction=DEFAULT_INSTRUCTION)
+    summarizer.summarize(SPAN, instruction="Condense the transcript.")
+    openai_summarizer_settings["SUMMARIZER"]["OPTIONS"]["PROMPT_CACHE_KEY"] = "shop-folds"
+    openai_summarizer(openai_summarizer_settings).summarize(SPAN, instruction=DEFAULT_INSTRUCTION)
+
+    keys = [request.body.get("prompt_cache_key") for request in openai_server.requests]
+    assert keys[0] == keys[1] == keys[2] and keys[0].startswith("agentmemory-summarizer-")
+    assert keys[3] != keys[0] and keys[3].startswith("agentmemory-summarizer-")
+    assert keys[4] == "shop-folds"
+
+
+@pytest.mark.parametrize("value", [None, False, ""], ids=["unset", "False", "empty"])
+def test_openai_prompt_cache_key_is_not_sent_to_another_server_unless_asked(
+    openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any], value: Any
+) -> None:
+    """With a BASE_URL (a server that may refuse parameters it does not know) and no
+    PROMPT_CACHE_KEY, or PROMPT_CACHE_KEY False or empty, no key is sent."""
+    if value is not None:
+        openai_summarizer_settings["SUMMARIZER"]["OPTIONS"]["PROMPT_CACHE_KEY"] = value
+    openai_summarizer(openai_summarizer_settings).summarize(SPAN, instruction=DEFAULT_INSTRUCTION)
+    (request,) = openai_server.requests
+    assert "prompt_cache_key" not in request.body
+
+
+def test_openai_prompt_cache_key_is_on_for_openais_own_api() -> None:
+    """Without a BASE_URL the calls go to OpenAI's own API, which takes the key."""
+    prompt = build_prompt(SPAN, DEFAULT_INSTRUCTION)
+    own = OpenAISummarizer(model=TEST_MODEL)
+    assert own.prompt_cache_key(prompt) == OpenAISummarizer(
+        model=TEST_MODEL, options={"BASE_URL": "http://127.0.0.1:9/v1", "PROMPT_CACHE_KEY": True}
+    ).prompt_cache_key(prompt)
+    assert OpenAISummarizer(model=TEST_MODEL, options={"PROMPT_CACHE_KEY": False}
+                            ).prompt_cache_key(prompt) is None
+
+
 @pytest.mark.parametrize(
     "scripted",
     [
@@ -314,7 +359,8 @@ def test_openai_key_variable_is_configurable(
 
 @pytest.mark.parametrize(
     ("options", "key"),
-    [({"TIMEOUT": 0}, "TIMEOUT"), ({"TIMEOUT": "5"}, "TIMEOUT"), ({"RETRIES": 3}, "RETRIES")],
+    [({"TIMEOUT": 0}, "TIMEOUT"), ({"TIMEOUT": "5"}, "TIMEOUT"), ({"RETRIES": 3}, "RETRIES"),
+     ({"PROMPT_CACHE_KEY": 7}, "PROMPT_CACHE_KEY")],
 )
 def test_openai_bad_options_name_the_key(options: dict[str, Any], key: str) -> None:
     with pytest.raises(AgentMemoryConfigurationError, match=key):

@@ -30,6 +30,7 @@ from langchain_core.messages import (  # noqa: E402
 )
 
 from agentmemory import services  # noqa: E402
+from agentmemory.integrations.openai_shapes import prompt_cache_key  # noqa: E402
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread  # noqa: E402
 from agentmemory.services import RecalledMessage  # noqa: E402
 
@@ -118,6 +119,15 @@ class ThreadChatMessageHistory(BaseChatMessageHistory):
         self.thread = thread
         self.budget_tokens = budget_tokens
         self.recall_options = recall_options
+
+    @property
+    def prompt_cache_key(self) -> str:
+        """The thread's ``prompt_cache_key`` (`openai_shapes.prompt_cache_key`), the one
+        ``chat_turn`` sends. A history does not call the model: bind it to the model for
+        this thread, ``model.bind(prompt_cache_key=history.prompt_cache_key)``
+        (``ChatOpenAI`` sends the keyword arguments it is bound or invoked with in the
+        request)."""
+        return prompt_cache_key(self.thread)
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]

@@ -27,6 +27,7 @@ from agentmemory.integrations.openai_shapes import (  # noqa: E402
     ITEM_KEY,
     input_items,
     messages_from_items,
+    prompt_cache_key,
     stored_item,
 )
 from agentmemory.models import EntryKind, MemoryEntry, Thread  # noqa: E402
@@ -56,6 +57,15 @@ class ThreadSession:
         self.session_settings = session_settings or SessionSettings()
         self.budget_tokens = budget_tokens
         self.recall_options = recall_options
+
+    @property
+    def prompt_cache_key(self) -> str:
+        """The thread's ``prompt_cache_key`` (`openai_shapes.prompt_cache_key`), the one
+        ``chat_turn`` sends. A session cannot set the model's parameters: pass it as
+        ``ModelSettings(extra_args={"prompt_cache_key": session.prompt_cache_key})``.
+        Without it the SDK derives a key of its own from ``session_id``, and only for
+        OpenAI's own endpoint."""
+        return prompt_cache_key(self.thread)
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
         """The recalled context as Responses input items, oldest first; with ``limit``

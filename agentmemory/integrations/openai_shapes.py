@@ -8,14 +8,16 @@ the text form only and are not sent here.
 
 ``stored_item`` and ``messages_from_items`` go the other way, from Responses items (what
 the Agents SDK keeps) to messages for ``services.append``; ``chat_turn`` runs one turn
-of a plain tool loop with the official client you pass it. Nothing here imports
-``openai``.
+of a plain tool loop with the official client you pass it, under the thread's
+``prompt_cache_key``. Nothing here imports ``openai``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+
+from django.utils.crypto import salted_hmac
 
 from agentmemory import services
 from agentmemory.exceptions import AgentMemoryError, InvalidMessageError
@@ -33,6 +35,7 @@ __all__ = [
     "chat_turn",
     "input_items",
     "messages_from_items",
+    "prompt_cache_key",
     "reply_message",
     "response_input",
     "stored_item",
@@ -87,6 +90,35 @@ def messages_from_items(items: Sequence[Any]) -> list[dict[str, Any]]:
     return [m for index, item in enumerate(items) if (m := stored_item(item, index))]
 
 
+# ---------------------------------------------------------------- the provider's cache
+
+#: The request parameter OpenAI routes its prompt cache by.
+PROMPT_CACHE_KEY = "prompt_cache_key"
+
+
+def prompt_cache_key(thread: Thread) -> str:
+    """The thread's ``prompt_cache_key``: the same for every request of the thread, another
+    for every other thread.
+
+    A keyed hash of the thread's id (Django's ``salted_hmac``, so under ``SECRET_KEY``),
+    not the id itself: it names no user data (no owner, title or client key), tells the
+    provider neither the id nor how many threads there are, and two deployments billed
+    to one provider account (staging and production, two projects) never share a key
+    for their thread 1. It changes only with ``SECRET_KEY``, which costs each thread one
+    cold cache.
+    """
+    digest = salted_hmac("agentmemory.prompt_cache_key", str(thread.pk), algorithm="sha256")
+    return f"agentmemory-thread-{digest.hexdigest()[:32]}"
+
+
+def _names_cache_key(options: Mapping[str, Any]) -> bool:
+    """True when the caller chose the key themselves, as a parameter or in ``extra_body``."""
+    extra_body = options.get("extra_body")
+    return PROMPT_CACHE_KEY in options or (
+        isinstance(extra_body, Mapping) and PROMPT_CACHE_KEY in extra_body
+    )
+
+
 # ---------------------------------------------------------------- a plain loop
 
 
@@ -117,11 +149,18 @@ def chat_turn(
     (not stored), and appends the reply. While the reply calls tools, each call is run
     as ``call_tool(name, arguments_json)``, its result appended, and the model asked
     again, at most ``max_rounds`` requests (then ``ToolLoopError``).
+
+    Every request carries ``prompt_cache_key=prompt_cache_key(thread)``, so the provider
+    routes a thread's turns to the cache that holds their common prefix; a
+    ``prompt_cache_key`` of the caller's (``openai.omit`` to send none), as a keyword or
+    in ``extra_body``, is sent instead.
     """
     if tools and call_tool is None:
         raise ToolLoopError("chat_turn was given tools without call_tool to run them.")
     services.append(thread, {"role": "user", "content": user_message})
     options = dict(create_options)
+    if not _names_cache_key(options):
+        options[PROMPT_CACHE_KEY] = prompt_cache_key(thread)
     if tools:
         options["tools"] = list(tools)
     lead = [{"role": "system", "content": instructions}] if instructions else []

@@ -5,11 +5,15 @@ environment variable named by ``API_KEY_ENV`` at call time: never from the datab
 never logged. A provider's error is reduced to its class, status, code and type: its
 text (which may echo the key or the prompt) is never kept. One attempt per call: the
 client's own retries are off, and retrying is the background task's decision (law 11).
+
+Calls to OpenAI's own API carry a ``prompt_cache_key`` named after the instruction, the
+prefix every call of this summarizer shares (``PROMPT_CACHE_KEY``: another key, or none).
 """
 
 from __future__ import annotations
 
 import email.utils
+import hashlib
 import os
 from datetime import UTC, datetime
 from typing import Any
@@ -34,9 +38,10 @@ _TRANSIENT = (
 
 
 class OpenAISummarizer(BaseSummarizer):
-    option_names = frozenset(
-        {"BASE_URL", "API_KEY_ENV", "TIMEOUT", "SEED", "MAX_TOKENS", "ORGANIZATION"}
-    )
+    option_names = frozenset({
+        "BASE_URL", "API_KEY_ENV", "TIMEOUT", "SEED", "MAX_TOKENS", "ORGANIZATION",
+        "PROMPT_CACHE_KEY",
+    })
 
     def __init__(self, *, model: str, options: dict[str, Any] | None = None) -> None:
         super().__init__(model=model, options=options)
@@ -50,6 +55,16 @@ class OpenAISummarizer(BaseSummarizer):
         self.seed = int(self.options.get("SEED", 0))
         self.temperature = 0.0
         self.api_key_env = str(self.options.get("API_KEY_ENV", "OPENAI_API_KEY"))
+        # Unset, OpenAI's own API gets a key and another server none: a server that
+        # refuses parameters it does not know would fail every fold.
+        cache_key = self.options.get("PROMPT_CACHE_KEY", not self.options.get("BASE_URL"))
+        if cache_key is not None and not isinstance(cache_key, bool | str):
+            raise AgentMemoryConfigurationError(
+                "AGENTMEMORY['SUMMARIZER']['OPTIONS']['PROMPT_CACHE_KEY'] must be True (a "
+                "key named after the instruction), a string (that key) or False (none), "
+                f"got {cache_key!r}."
+            )
+        self.cache_key: bool | str = cache_key or False
         self._client: openai.OpenAI | None = None
 
     @property
@@ -71,10 +86,25 @@ class OpenAISummarizer(BaseSummarizer):
             )
         return self._client
 
+    def prompt_cache_key(self, prompt: list[ChatMessage]) -> str | None:
+        """The ``prompt_cache_key`` sent with ``prompt``: ``PROMPT_CACHE_KEY``'s string, or
+        one named after the prompt's instruction (every call of this summarizer and
+        instruction begins with it), or None."""
+        if isinstance(self.cache_key, str):
+            return self.cache_key
+        if not self.cache_key:
+            return None
+        instruction = prompt[0]["content"] if prompt and prompt[0]["role"] == "system" else ""
+        digest = hashlib.sha256(instruction.encode()).hexdigest()[:16]
+        return f"agentmemory-summarizer-{digest}"
+
     def complete(self, prompt: list[ChatMessage]) -> SummaryResult:
         extra: dict[str, Any] = {}
         if self.options.get("MAX_TOKENS"):
             extra["max_tokens"] = int(self.options["MAX_TOKENS"])
+        cache_key = self.prompt_cache_key(prompt)
+        if cache_key is not None:
+            extra["prompt_cache_key"] = cache_key
         try:
             response = self.client.chat.completions.create(
                 model=self.model,
