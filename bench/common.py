@@ -9,19 +9,24 @@ uses a file in a temporary directory, removed afterwards.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import platform
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The peer libraries' interpreter (``make bench-peers``), never the project's.
+PEERS_PYTHON = Path(os.environ.get("BENCH_PEERS_PYTHON", ROOT / ".venv-peers" / "bin" / "python"))
 
 #: A summarizer that answers at once with a fixed text: the library's time, no model's.
 INSTANT_SUMMARIZER: dict[str, Any] = {
@@ -182,8 +187,6 @@ def machine() -> dict[str, str]:
 
 def timed(call: Callable[[], Any]) -> float:
     """Seconds one call took (wall clock)."""
-    import time
-
     started = time.perf_counter()
     call()
     return time.perf_counter() - started
@@ -244,3 +247,30 @@ def loopback_server(summary: str | None = None) -> Any:
             }
 
     return CountingServer()
+
+
+# ------------------------------------------------------------------ the peer libraries
+
+
+def run_peer(library: str, base_url: str, room: int, *extra: str) -> dict[str, Any]:
+    """``bench/peers/run.py`` for one library in ``.venv-peers`` at ``room``, aimed at the
+    loopback server at ``base_url``; its JSON, or ``{"error": why}``. ``extra``: more of
+    that script's options (``--workload``, ``--keep-tokens``)."""
+    if not PEERS_PYTHON.exists():
+        return {"error": f"{PEERS_PYTHON} is missing; run `make bench-peers`"}
+    command = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "run.py"), "--library", library,
+               "--base-url", base_url, "--budget", str(room), *extra]
+    env = {**os.environ, "OPENAI_API_KEY": "sk-agentmemory-bench-loopback",
+           "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"}
+    began = time.perf_counter()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
+                              check=False, timeout=600)
+    except subprocess.TimeoutExpired:
+        return {"error": "did not finish in 600 s"}
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"error": f"exit {done.returncode}: {reason}"}
+    # The process's wall time: the library's imports and the server's counting on top.
+    return {**json.loads(lines[-1]), "wall_s": time.perf_counter() - began}

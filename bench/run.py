@@ -31,7 +31,11 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
   and input against their targets, and every context checked for gaps;
 * retention (bench/retention.py): a 2,000-turn thread under a 7-day TTL over 20
   simulated days, purged hourly: refold cost, and planted canaries searched for in
-  every table after their purge.
+  every table after their purge;
+* cost (bench/cost.py, its page bench/cost_report.py): two workloads at budgets of
+  1,000 to 128,000 tokens through agentmemory (inline, and background with the worker
+  caught up) and the peers at the same room: each turn's context priced at OpenAI's
+  cached-prefix rule, plus the summarizer.
 
 Workers run in subprocesses (``run.py _sizes``, ``_folded``, ``_rss``,
 ``_conversation``), so each database gets a fresh Django and each memory figure a
@@ -62,7 +66,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import conversation as conv  # noqa: E402
-from bench import economy, folded, retention  # noqa: E402
+from bench import cost, cost_report, economy, folded, retention  # noqa: E402
 from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
@@ -71,6 +75,7 @@ from bench.common import (  # noqa: E402
     median,
     number,
     percentile,
+    run_peer,
     setup_django,
     table,
 )
@@ -98,8 +103,7 @@ PEERS = ("langchain", "langmem", "llamaindex")
 #: Budgets the peers run at besides BUDGET, for the economy tables beside agentmemory's:
 #: each peer gets the room agentmemory's recall gets there, the budget less RESERVE_TOKENS.
 PEER_BUDGETS = (4_000, 16_000)
-PARTS = ("sizes", "folded", "conversation", "peers", "economy", "retention")
-PEERS_PYTHON = Path(os.environ.get("BENCH_PEERS_PYTHON", ROOT / ".venv-peers" / "bin" / "python"))
+PARTS = ("sizes", "folded", "conversation", "peers", "economy", "retention", "cost")
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 RAW = ROOT / "artifacts" / "benchmarks.json"  # every figure of the last run, unrounded
 
@@ -552,27 +556,6 @@ def run_worker(kind: str, *extra: str) -> dict[str, Any]:
         os.unlink(out)
 
 
-def run_peer(library: str, base_url: str, room: int = CONTEXT_ROOM) -> dict[str, Any]:
-    if not PEERS_PYTHON.exists():
-        return {"error": f"{PEERS_PYTHON} is missing; run `make bench-peers`"}
-    command = [str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "run.py"), "--library", library,
-               "--base-url", base_url, "--budget", str(room)]
-    env = {**os.environ, "OPENAI_API_KEY": "sk-agentmemory-bench-loopback",
-           "LANGSMITH_TRACING": "false", "LANGCHAIN_TRACING_V2": "false"}
-    began = time.perf_counter()
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, env=env, cwd=ROOT,
-                              check=False, timeout=600)
-    except subprocess.TimeoutExpired:
-        return {"error": "did not finish in 600 s"}
-    lines = done.stdout.strip().splitlines()
-    if done.returncode or not lines:
-        reason = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {done.returncode}: {reason}"}
-    # The process's wall time: the library's imports and the server's counting on top.
-    return {**json.loads(lines[-1]), "wall_s": time.perf_counter() - began}
-
-
 def peer_conversation_tokens() -> int:
     """The seeded conversation's tokens as the peers' counter sees its messages."""
     return sum(conv.message_tokens(message) for message in conv.messages())
@@ -641,7 +624,7 @@ def main() -> None:
         for library in peers:
             print(f"[bench] peer: {library}", file=sys.stderr, flush=True)
             server.reset()
-            outcome = run_peer(library, server.base_url)
+            outcome = run_peer(library, server.base_url, CONTEXT_ROOM)
             outcome["stub"] = server.totals()
             results["peers"][library] = outcome
         if peers:
@@ -660,6 +643,8 @@ def main() -> None:
         results["economy"] = economy.measure(engines, args.pg_name)
     if "retention" in parts:
         results["retention"] = retention.measure()
+    if "cost" in parts:
+        results["cost"] = cost.measure(skip_peers=args.skip_peers)
     results["elapsed_s"] = time.perf_counter() - started
     if set(PARTS) <= set(parts):
         RAW.parent.mkdir(exist_ok=True)
@@ -739,7 +724,7 @@ def render(results: dict[str, Any]) -> str:
         _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
         _peers_section(results), economy.section(results), _peer_economy_section(results),
-        retention.section(results),
+        retention.section(results), cost_report.section(results),
         _notes(results),
     ]
     return "\n\n".join(section for section in sections if section) + "\n"

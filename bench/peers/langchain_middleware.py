@@ -19,14 +19,16 @@ ORIGINALS = "replaced in the agent state (`RemoveMessage(REMOVE_ALL_MESSAGES)`)"
 
 
 class Memory:
-    def __init__(self, *, base_url: str, budget: int) -> None:
+    def __init__(self, *, base_url: str, budget: int, keep_tokens: int | None = None) -> None:
+        """Keeps the newest 5 messages, or with ``keep_tokens`` the newest that many tokens."""
+        keep = ("messages", 5) if keep_tokens is None else ("tokens", keep_tokens)
         self.middleware = SummarizationMiddleware(
             model=lc.stub_model(base_url),
             trigger=("tokens", budget),
-            keep=("messages", 5),
+            keep=keep,
             token_counter=lc.count,
         )
-        self.settings = f"trigger=(\"tokens\", {budget}), keep=(\"messages\", 5)"
+        self.settings = f"trigger=(\"tokens\", {budget}), keep=(\"{keep[0]}\", {keep[1]})"
         self.messages: list[Any] = []
         self.added = 0
 

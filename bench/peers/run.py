@@ -28,6 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import conversation as conv  # noqa: E402
+from bench import cost_model  # noqa: E402
 from bench.peers import counting  # noqa: E402
 
 ADAPTERS = {
@@ -37,16 +38,22 @@ ADAPTERS = {
 }
 
 
-def run(library: str, base_url: str, budget: int) -> dict[str, Any]:
+def run(
+    library: str, base_url: str, budget: int, *, workload: str = "parcel-support",
+    keep_tokens: int | None = None,
+) -> dict[str, Any]:
     adapter = importlib.import_module(ADAPTERS[library])
-    memory = adapter.Memory(base_url=base_url, budget=budget)
+    options = {} if keep_tokens is None else {"keep_tokens": keep_tokens}
+    memory = adapter.Memory(base_url=base_url, budget=budget, **options)
     not_verbatim = orphan_turns = 0
     examples: list[dict[str, Any]] = []  # the first turns whose new message was not verbatim
     context_tokens: list[int] = []
+    meter = cost_model.Meter(counting.encode)  # what each turn's model call would cost
     began = time.perf_counter()
-    for turn in conv.conversation():
+    for turn in conv.conversation(workload=workload):
         memory.add(turn.user)
         context = memory.context()
+        meter.turn(context)
         last = context[-1] if context else None
         if last is None or last["role"] != "user" or last["content"] != turn.user["content"]:
             not_verbatim += 1
@@ -71,6 +78,8 @@ def run(library: str, base_url: str, budget: int) -> dict[str, Any]:
         "not_verbatim": not_verbatim,
         "not_verbatim_examples": examples,
         "orphan_turns": orphan_turns,
+        "workload": workload,
+        "cost": meter.as_dict(),
         "elapsed_s": elapsed,
     }
 
@@ -81,8 +90,14 @@ def main() -> None:
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--budget", type=int, required=True,
                         help="the context room in tokens, as agentmemory's recall gets it")
+    parser.add_argument("--workload", choices=conv.WORKLOADS, default="parcel-support")
+    parser.add_argument("--keep-tokens", type=int, default=None,
+                        help="langchain only: keep=(\"tokens\", N) instead of 5 messages")
     args = parser.parse_args()
-    print(json.dumps(run(args.library, args.base_url, args.budget)))
+    if args.keep_tokens is not None and args.library != "langchain":
+        parser.error("--keep-tokens is an option of the langchain adapter only")
+    print(json.dumps(run(args.library, args.base_url, args.budget, workload=args.workload,
+                         keep_tokens=args.keep_tokens)))
 
 
 if __name__ == "__main__":
