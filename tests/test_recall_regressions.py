@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import threading
 from datetime import timedelta
 
@@ -106,7 +105,7 @@ def test_a_long_history_is_folded_forward_once_then_never_again() -> None:
     assert SummarizerCall.objects.filter(thread=thread).count() == len(calls)
 
 
-def test_a_backfill_in_background_mode_folds_in_bounded_spans_with_shallow_nesting() -> None:
+def test_a_backfill_in_background_mode_folds_in_bounded_spans_with_bounded_nesting() -> None:
     thread = Thread.objects.create()
     with override_settings(AGENTMEMORY={"RECALL_MODE": "background", "FOLDS_PER_TASK": 100,
                                         "FOLD_INPUT_LIMIT": 8000}):
@@ -119,9 +118,8 @@ def test_a_backfill_in_background_mode_folds_in_bounded_spans_with_shallow_nesti
         # Each original is sent once, in spans of at most the input limit; a few merges.
         assert calls.count() <= history / 8000 * 1.5 + 4
         summaries = live_summaries(thread)
-        chunks = SummaryCoverage.objects.filter(summary__thread=thread, level=1).count()
-        # Merges of the lowest level first: nesting grows with the log of the chunks.
-        assert max(s.coverage.level for s in summaries) <= 1 + math.ceil(math.log2(chunks))
+        # Each fold absorbs the summaries it must in its own call: nesting stops at the cap.
+        assert max(s.coverage.level for s in summaries) <= MAX_SUMMARY_LEVEL
         result = services.recall(thread, 4000)
         assert result.omitted == 0 and result.summaries_used
         assert services.fold_due(thread) is False

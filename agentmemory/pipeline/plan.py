@@ -168,35 +168,55 @@ def _summaries_over_tally(tally: Tally, room: int, config: RecallConfig) -> bool
     return tally.summaries > 1 and tally.summary_cost > room * config.summary_share
 
 
+#: What a summary is expected to take of the room before the thread has one to go by:
+#: the label and a summary of a few sentences.
+DEFAULT_SUMMARY_COST = 200
+
+
 def next_fold(
     entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
 ) -> FoldPlan | None:
     """The next span to fold, or None when no fold is due or possible.
 
-    In order: the newest run of messages (a backfill's slice: its oldest run); then a
-    merge of summaries; then an older run of messages. An older run is what an expired
-    or unfolded summary left verbatim: while the room holds it, it is left to expire
-    rather than paid for again, and merging is tried first.
+    In order: the newest run of messages (a backfill's slice: its oldest run), with the
+    newest summaries it must absorb so the summaries stay within ``summary_share`` of the
+    room: one call, and the summaries before them untouched (their place in the context,
+    and so the provider's cached prefix, does not move); then a merge of the newest
+    summaries; then an older run of messages. An older run is what an expired or
+    unfolded summary left verbatim: while the room holds it, it is left to expire rather
+    than paid for again, and merging is tried first.
+
+    When the room cannot hold what is visible (``needed``: the alternative is a context
+    that leaves history out), no count floor applies: any run of whole blocks is folded,
+    widened into the verbatim tail (never its newest turn) until it outweighs the summary
+    it will become.
     """
     if not fold_pressure(entries, room, config, complete=complete):
         return None
     blocks = blocks_of(entries).blocks
     total = sum(block.tokens for block in blocks)
-    over = not complete or (config.high_water is not None and total > room * config.high_water)
+    needed = not complete or total > room
+    over = needed or (config.high_water is not None and total > room * config.high_water)
     counted = (
         config.trigger_min_entries is not None and len(entries) >= config.trigger_min_entries
     )
-    runs: list[list[Block]] = []
+    estimate = max((b.tokens for b in blocks if b.is_summary), default=DEFAULT_SUMMARY_COST)
+    runs: list[tuple[int, int]] = []
     if over or counted:
         tail = _tail_start(blocks, room, config, complete=complete, by_tokens=over)
-        runs = _message_runs(blocks[:tail])
+        runs = _message_run_bounds(blocks[:tail])
         if complete:
             runs.reverse()
             if tail and blocks[tail - 1].is_summary:
-                runs.insert(0, [])  # no run of the newest turns to fold: older runs wait
-        chunk = _chunk(runs[:1], config)
-        if chunk is not None:
-            return chunk
+                runs.insert(0, (tail, tail))  # nothing between the summaries and the tail
+        if runs:
+            first, last = runs[0]
+            if complete and last == tail and needed:
+                # The newest run may borrow from the tail, never its newest turn.
+                last = _widen(blocks, first, last, estimate)
+            chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed)
+            if chunk is not None:
+                return chunk
     if over or _summaries_over(entries, room, config):
         # A merge reads at most half the room, so (being smaller than what it reads) the
         # summary it writes fits beside the newest turns.
@@ -204,7 +224,11 @@ def next_fold(
         if merge is not None:
             return merge
     if over:
-        return _chunk(runs[1:], config) or _merge(blocks, config.input_limit)
+        for first, last in runs[1:]:
+            chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed)
+            if chunk is not None:
+                return chunk
+        return _merge(blocks, config.input_limit)
     return None
 
 
@@ -212,17 +236,20 @@ def _tail_start(
     blocks: list[Block], room: int, config: RecallConfig, *, complete: bool, by_tokens: bool
 ) -> int:
     """Index of the first block kept verbatim: the newest whole turn always, then older
-    message blocks up to ``low_water`` x the room (token trigger) and at least
-    ``preserve_recent`` entries. A slice of a backfill keeps only its last block, which
-    the slice's edge may have cut."""
+    message blocks up to ``low_water`` x the room (token trigger: the floor follows the
+    room, in tokens) or up to ``preserve_recent`` entries (count trigger, the seeds'
+    floor). A slice of a backfill keeps only its last block, which the slice's edge may
+    have cut."""
     if not complete:
         return max(len(blocks) - 1, 0)
     start = len(blocks) - 1
     kept_tokens, kept_entries = blocks[-1].tokens, len(blocks[-1].entries)
-    limit = room * config.low_water if by_tokens else 0
+    limit = room * config.low_water
     while start > 0 and not blocks[start - 1].is_summary:
         block = blocks[start - 1]
-        if kept_entries >= config.preserve_recent and kept_tokens + block.tokens > limit:
+        if by_tokens and kept_tokens + block.tokens > limit:
+            break
+        if not by_tokens and kept_entries >= config.preserve_recent:
             break
         start -= 1
         kept_tokens += block.tokens
@@ -230,47 +257,80 @@ def _tail_start(
     return start
 
 
-def _message_runs(blocks: list[Block]) -> list[list[Block]]:
-    """The runs of message blocks between summaries, oldest first."""
-    runs: list[list[Block]] = [[]]
-    for block in blocks:
-        if block.is_summary:
-            runs.append([])
-        else:
-            runs[-1].append(block)
-    return [run for run in runs if run]
+def _widen(blocks: list[Block], first: int, last: int, estimate: int) -> int:
+    """Move the end of the run ``blocks[first:last]`` into the verbatim tail until the run
+    outweighs the summary it becomes (or only the newest block is left)."""
+    while last < len(blocks) - 1 and sum(b.tokens for b in blocks[first:last]) <= estimate:
+        last += 1
+    return last
 
 
-def _chunk(runs: list[list[Block]], config: RecallConfig) -> FoldPlan | None:
-    """The first run worth a call, from its oldest block, cut at ``input_limit`` tokens."""
-    for run in runs:
-        span = _bounded(run, config.input_limit)
-        if sum(len(b.entries) for b in span) >= config.effective_min_fold:
-            return FoldPlan.over([e for b in span for e in b.entries])
-    return None
+def _message_run_bounds(blocks: list[Block]) -> list[tuple[int, int]]:
+    """The runs of message blocks between summaries, oldest first, as (first, end) indexes."""
+    runs: list[tuple[int, int]] = []
+    start: int | None = None
+    for index, block in enumerate([*blocks, None]):
+        if block is not None and not block.is_summary:
+            start = index if start is None else start
+            continue
+        if start is not None:
+            runs.append((start, index))
+            start = None
+    return runs
+
+
+def _chunk(
+    blocks: list[Block], first: int, last: int, room: int, config: RecallConfig, estimate: int,
+    *, needed: bool,
+) -> FoldPlan | None:
+    """The run ``blocks[first:last]`` from its oldest block, cut at ``input_limit`` tokens,
+    with the summaries right before it that the new summary must absorb to keep the
+    summaries within ``summary_share`` x the room: None when not worth a call (fewer
+    entries than the smallest fold, unless ``needed``; or not larger than a summary)."""
+    summaries = [b for b in blocks if b.is_summary]
+    share = room * config.summary_share
+    summary_tokens = sum(b.tokens for b in summaries)
+    absorb: list[Block] = []
+    index = first - 1
+    while (
+        index >= 0 and blocks[index].is_summary
+        and summary_tokens + estimate > share
+        and sum(b.tokens for b in absorb) + blocks[index].tokens <= config.input_limit // 2
+    ):
+        absorb.insert(0, blocks[index])
+        summary_tokens -= blocks[index].tokens
+        index -= 1
+    absorbed_tokens = sum(b.tokens for b in absorb)
+    span = _bounded(blocks[first:last], config.input_limit - absorbed_tokens)
+    if not span:
+        return None
+    entries = sum(len(b.entries) for b in span)
+    if not needed and entries < config.effective_min_fold:
+        return None
+    if sum(b.tokens for b in span) + absorbed_tokens <= estimate:
+        return None  # the summary would be no smaller: the call would be refused
+    merged = [b.entries[0] for b in absorb]
+    capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
+    return FoldPlan.over([*merged, *(e for b in span for e in b.entries)], absorbed=capped)
 
 
 def _merge(blocks: list[Block], limit: int) -> FoldPlan | None:
-    """Adjacent summaries of the lowest level that has two side by side, so merges build
-    a balanced tree: a summary of level n stands for about 2^(n-1) chunks or more."""
-    summaries = [(i, b.entries[0]) for i, b in enumerate(blocks) if b.is_summary]
-    levels = sorted({entry.coverage.level for _, entry in summaries})
-    for level in levels:
-        run: list[Block] = []
-        for index, block in enumerate([*blocks, None]):
-            fits = (
-                block is not None and block.is_summary
-                and block.entries[0].coverage.level <= level
-            )
-            if fits:
-                run.append(blocks[index])
-                continue
-            span = _bounded(run, limit)
-            if len(span) >= 2:
-                merged = [b.entries[0] for b in span]
-                capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
-                return FoldPlan.over(merged, absorbed=capped)
-            run = []
+    """The newest run of two or more adjacent summaries, from its newest within ``limit``
+    tokens: the summaries before it keep their place in the context (and the provider's
+    cached prefix its worth). Summaries at MAX_SUMMARY_LEVEL are absorbed, so nesting
+    never grows past it."""
+    runs: list[list[Block]] = [[]]
+    for block in blocks:
+        if block.is_summary:
+            runs[-1].append(block)
+        elif runs[-1]:
+            runs.append([])
+    for run in reversed(runs):
+        span = list(reversed(_bounded(list(reversed(run)), limit)))
+        if len(span) >= 2:
+            merged = [b.entries[0] for b in span]
+            capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
+            return FoldPlan.over(merged, absorbed=capped)
     return None
 
 

@@ -1,0 +1,143 @@
+"""Small rooms (issue 22): no history left out while a fold could stand for it, one call
+per fold, and a context whose prefix survives a fold.
+
+Two conversations of different shapes, recalled every turn the way an agent does at a
+room of about 744 tokens (budget 1,000), with a summarizer whose summaries are about
+150 tokens: *heavy* (long messages, a tool round every fifth turn: a few turns fill the
+room) and *chatty* (short turns, now and then a long tool result).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+from django.test import override_settings
+
+from agentmemory import services
+from agentmemory.folding import DeclineReason
+from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.summarizers import testing
+from agentmemory.tokens import count_tokens
+from agentmemory.transcript import TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN
+from tests.helpers import recording_settings
+
+pytestmark = pytest.mark.django_db
+
+WORDS = ("order parcel refund carrier depot invoice address courier label tracking "
+         "warehouse customs NW-48217 EUR 2026-12-03 Lisbon").split()
+#: About 150 tokens, whatever it is asked.
+SUMMARY = " ".join(
+    ["The user chased several late parcels and refunds; the agent looked up each order, "
+     "reported carrier, status and dates, and confirmed the approved refunds."] * 5
+)
+
+
+def conversation(shape: str, turns: int, seed: int = 7) -> list[list[dict[str, Any]]]:
+    rng = random.Random(seed)
+
+    def text(low: int, high: int) -> str:
+        return " ".join(rng.choice(WORDS) for _ in range(rng.randint(low, high)))
+
+    heavy = shape == "heavy"
+    out = []
+    for number in range(1, turns + 1):
+        turn: list[dict[str, Any]] = [
+            {"role": "user", "content": text(40, 110) if heavy else text(3, 15)}
+        ]
+        if number % (5 if heavy else 7) == 0:
+            call = f"call-{number}"
+            turn += [
+                {"role": "assistant", "content": "",
+                 "tool_calls": [{"id": call, "name": "lookup", "arguments": "{}"}]},
+                {"role": "tool", "tool_call_id": call, "tool_name": "lookup",
+                 "content": text(120, 260) if heavy else text(200, 420)},
+            ]
+        turn.append({"role": "assistant", "content": text(70, 180) if heavy else text(5, 25)})
+        out.append(turn)
+    return out
+
+
+def stood_for(summary_id: int, cache: dict[int, set[int]]) -> set[int]:
+    if summary_id not in cache:
+        summary = MemoryEntry.objects.get(pk=summary_id)
+        cache[summary_id] = {entry.pk for entry in services.expand(summary, recursive=True)}
+    return cache[summary_id]
+
+
+def converse(thread: Thread, shape: str, turns: int, budget: int) -> list[Any]:
+    """Every turn: the user's message, a recall (checked gapless), the replies."""
+    results, earlier, cache = [], [], {}  # type: ignore[var-annotated]
+    for turn in conversation(shape, turns):
+        (user,) = services.append(thread, turn[0])
+        result = services.recall(thread, budget)
+        accounted = {m.id for m in result.messages}
+        for summary_id in result.summaries_used:
+            accounted |= stood_for(summary_id, cache)
+        assert set(earlier) <= accounted, (
+            f"turn {user.turn}: {len(set(earlier) - accounted)} originals left out "
+            f"({result.omitted_reason}, decline {result.decline})"
+        )
+        assert result.omitted == 0 and result.decline != DeclineReason.NOT_WORTH_A_CALL
+        assert result.messages[-1].id == user.pk
+        results.append(result)
+        earlier += [user.pk, *(entry.pk for entry in services.append(thread, turn[1:]))]
+    return results
+
+
+@pytest.mark.parametrize("shape", ["heavy", "chatty"])
+def test_a_room_of_a_few_messages_leaves_no_history_out_and_folds_once_per_call(
+    shape: str,
+) -> None:
+    assert 130 <= count_tokens(SUMMARY) <= 170
+    testing.reset()
+    thread = Thread.objects.create()
+    with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        results = converse(thread, shape, 80, 1000)
+        reserve = RecallConfig.build().reserve_tokens
+    assert all(result.tokens <= 1000 - reserve for result in results)
+    folds = [call for call in testing.calls]
+    assert folds, "the room was outgrown: folds were due"
+    # One call per fold: every call reads new messages, none re-reads summaries alone.
+    for prompt in folds:
+        lines = prompt[-1]["content"].splitlines()
+        heads = [line for line in lines if line not in (TRANSCRIPT_OPEN, TRANSCRIPT_CLOSE)
+                 and not line.startswith("  ")]
+        assert any(not head.startswith("earlier summary:") for head in heads)
+    conversation_tokens = sum(
+        MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE)
+        .values_list("token_count", flat=True)
+    )
+    calls = SummarizerCall.objects.filter(thread=thread).count()
+    assert calls == len(folds) <= 2 * conversation_tokens / 1000
+
+
+@pytest.mark.parametrize("shape", ["heavy", "chatty"])
+@pytest.mark.parametrize("budget", [1000, 4000])
+def test_a_fold_keeps_the_context_before_the_first_summary_it_rewrites(
+    shape: str, budget: int
+) -> None:
+    """Between folds a context begins with the previous one; a fold rewrites it only
+    from the first summary it replaces, and the summaries before that stay in place."""
+    thread = Thread.objects.create()
+    with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        results = converse(thread, shape, 90 if budget == 1000 else 160, budget)
+    folds = 0
+    for before, after in zip(results, results[1:], strict=False):
+        kept = [m.id for m in after.messages]
+        if after.folded_summary_id is None:
+            # Nothing folded: what the model saw last turn is this turn's prefix.
+            assert kept[: len(before.messages)] == [m.id for m in before.messages]
+            assert after.text.startswith(before.text)
+            continue
+        folds += 1
+        live = set(MemoryEntry.objects.filter(
+            pk__in=before.summaries_used, covered_by__isnull=True, retired_at__isnull=True
+        ).values_list("pk", flat=True))
+        untouched = [m.id for m in before.messages if m.id in live]
+        # The summaries the fold left alone lead the new context, in their order.
+        assert kept[: len(untouched)] == untouched
+        assert untouched == [m.id for m in before.messages[: len(untouched)]]
+    assert folds
