@@ -112,6 +112,23 @@ class Meter:
         self.cost.append(turn_cost(tokens, cached))
         self.previous = rendered
 
-    def as_dict(self) -> dict[str, Any]:
-        return {"context": self.context, "shared": self.shared, "cached": self.cached,
-                "contexts_cost": sum(self.cost)}
+    @property
+    def breaks(self) -> int:
+        """Turns whose context does not begin with the whole previous context."""
+        return sum(1 for i in range(1, len(self.context)) if self.shared[i] < self.context[i - 1])
+
+    def as_dict(self, per_turn: bool = False) -> dict[str, Any]:
+        turns = max(1, len(self.context))
+        figures: dict[str, Any] = {
+            "turns": len(self.context),
+            "context_mean": sum(self.context) / turns,
+            "shared_mean": sum(self.shared) / turns,
+            "cached_mean": sum(self.cached) / turns,
+            "context_max": max(self.context, default=0),
+            "breaks": self.breaks,
+            "contexts_cost": sum(self.cost),
+            "cached_cost": CACHED_PRICE * sum(self.cached),
+        }
+        if per_turn:
+            figures.update(context=self.context, shared=self.shared, cached=self.cached)
+        return figures
