@@ -98,6 +98,9 @@ def test_the_meter_prices_each_turn_against_the_one_before() -> None:
     assert meter.shared == [0, len(encode("user: " + "x" * 2_000))]
     assert meter.cached[0] == 0 and meter.cached[1] == CACHE_MIN + 7 * CACHE_STEP
     assert meter.cost[0] == meter.context[0]
+    meter.turn([{"role": "user", "content": "y"}])
+    assert meter.breaks == 1
+    assert meter.as_dict()["breaks"] == 1 and "context" not in meter.as_dict()
 
 
 def test_chat_messages_come_back_in_the_append_shape() -> None:
