@@ -295,6 +295,122 @@ def test_seams_keep_the_request_the_newest_and_every_call_with_its_results(
     assert messages == original  # selection never edits what it was given
 
 
+EARLIER_FRAME = frame_label(message_count=9, iteration=1, model=MODEL,
+                            retain=RetainPolicy.CONVERSATION, fold="0123456789abcdef")
+
+
+@st.composite
+def pinned_windows(draw: st.DrawFn) -> list[WindowMessage]:
+    """0 to 7 system messages, usually the request, maybe an earlier fold's summary
+    message, then user, assistant and tool rounds in any order, sometimes ending on a
+    call still waiting for its results."""
+    messages = [WindowMessage("system", f"rule {n}") for n in range(draw(st.integers(0, 7)))]
+    if draw(st.integers(0, 9)):
+        messages.append(WindowMessage("user", "REQUEST: " + draw(texts)))
+        if draw(st.booleans()):
+            messages.append(WindowMessage("user", f"{EARLIER_FRAME}\n" + draw(texts)))
+    kinds = st.sampled_from(["user", "assistant", "tools", "tools"])
+    for index, kind in enumerate(draw(st.lists(kinds, min_size=1, max_size=24))):
+        if kind != "tools":
+            messages.append(WindowMessage(kind, draw(texts)))
+            continue
+        calls = tuple({"id": f"call-{index}-{n}", "name": "lookup"}
+                      for n in range(draw(st.integers(1, 3))))
+        messages.append(WindowMessage("assistant", "", tool_calls=calls))
+        messages.extend(WindowMessage("tool", draw(texts), tool_name="lookup",
+                                      tool_call_id=call["id"]) for call in calls)
+    if draw(st.integers(0, 9)) == 0:
+        messages.append(WindowMessage("assistant", "", tool_calls=({"id": "pending"},)))
+    return messages
+
+
+def legal_cuts(body: list[WindowMessage]) -> list[int]:
+    """Every place the body may be cut (1 to len - 1: something folded, the newest
+    kept), found by brute force: no tool call id on both sides, and after the body's
+    first user message (an earlier summary message is none) only before a user message."""
+    def ids(message: WindowMessage) -> set[str]:
+        own = {str(call.get("id", "")) for call in message.tool_calls}
+        return own | ({message.tool_call_id} if message.role == "tool" else set())
+
+    def starts_a_turn(message: WindowMessage) -> bool:
+        return message.role == "user" and not message.content.startswith(WINDOW_FRAME_PREFIX)
+
+    first_user = next((i for i, m in enumerate(body) if starts_a_turn(m)), len(body))
+    return [
+        cut for cut in range(1, len(body))
+        if not set().union(*map(ids, body[:cut])) & set().union(*map(ids, body[cut:]))
+        and (cut <= first_user or starts_a_turn(body[cut]))
+    ]
+
+
+def sent(selection: Selection) -> int:
+    """How many messages the compacted window holds: head, summary message, kept."""
+    return len(selection.head) + (1 if selection.drop else 0) + len(selection.keep)
+
+
+@settings(max_examples=1500, deadline=None)
+@given(messages=pinned_windows(), max_messages=st.integers(3, 16))
+def test_the_sliding_window_keeps_its_cap_unless_no_cut_can(
+    messages: list[WindowMessage], max_messages: int
+) -> None:
+    """The rule of SlidingWindow's docstring and docs/settings.md: at most MAX_MESSAGES
+    when any allowed cut gives that (keeping the most messages that fit); otherwise all
+    but the newest messages that cannot be parted are folded, the fewest messages any
+    allowed cut sends, and only then is the cap exceeded."""
+    selection = SlidingWindow(max_messages).select(messages, budget_tokens=None)
+    head = next((i + 1 for i, m in enumerate(messages) if m.role == "user"), 0)
+    body = messages[head:]
+    cuts = legal_cuts(body)
+    if len(messages) <= max_messages:
+        cut = 0
+    else:
+        fitting = [c for c in cuts if head + 1 + len(body) - c <= max_messages]
+        cut = min(fitting) if fitting else max(cuts, default=0)
+    assert selection == Selection(head=messages[:head], drop=body[:cut], keep=body[cut:])
+    if sent(selection) > max_messages:
+        fewest = min([len(messages)] + [head + 1 + len(body) - c for c in cuts])
+        assert sent(selection) == fewest > max_messages
+
+
+def window_of(*shape: str) -> list[WindowMessage]:
+    """``s`` system, ``R`` the request, ``a`` an answer, ``u`` a user message, ``c`` a
+    call whose result ``r`` follows."""
+    messages: list[WindowMessage] = []
+    for n, kind in enumerate(shape):
+        if kind == "c":
+            messages.append(WindowMessage("assistant", "", tool_calls=({"id": f"c{n}"},)))
+        elif kind == "r":
+            call_id = messages[-1].tool_calls[0]["id"]
+            messages.append(WindowMessage("tool", "found", tool_call_id=call_id))
+        else:
+            role = {"s": "system", "R": "user", "a": "assistant", "u": "user"}[kind]
+            messages.append(WindowMessage(role, f"{kind} {n}"))
+    return messages
+
+
+def test_a_pinned_head_of_the_cap_sends_head_summary_and_the_newest_round():
+    """Measured: 9 messages at a cap of 6 when the pinned head holds 6."""
+    messages = window_of("s", "s", "s", "s", "s", "R", "c", "r", "a", "c", "r")
+    selection = SlidingWindow(6).select(messages, budget_tokens=None)
+    assert (selection.head, selection.keep) == (messages[:6], messages[-2:])
+    assert sent(selection) == 9  # 6 pinned, the summary, a call with its result
+    ends_plain = SlidingWindow(6).select(messages[:-2] + window_of("a"), budget_tokens=None)
+    assert sent(ends_plain) == 8 and len(ends_plain.keep) == 1
+
+
+@pytest.mark.parametrize("max_messages", [3, 4])
+def test_a_newest_tool_result_keeps_its_call_over_a_cap_of_three_or_four(max_messages: int):
+    """Measured: 5 messages at caps of 4 and 3 when the newest message is a tool result."""
+    messages = window_of("s", "R", "c", "r", "a", "c", "r")
+    selection = SlidingWindow(max_messages).select(messages, budget_tokens=None)
+    assert selection.keep == messages[-2:] and selection.drop == messages[2:5]
+    assert sent(selection) == 5
+    # One more place and the cap holds; a newest plain answer holds a cap of 4.
+    assert sent(SlidingWindow(5).select(messages, budget_tokens=None)) == 5
+    answered = window_of("s", "R", "c", "r", "a", "c", "r", "a")
+    assert sent(SlidingWindow(4).select(answered, budget_tokens=None)) == 4
+
+
 @pytest.mark.parametrize(
     "seam, budget",
     [(SlidingWindow(5), None), (TokenBudgetWindow(20), 150)],

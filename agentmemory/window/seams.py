@@ -124,7 +124,22 @@ def _split(
 
 
 class SlidingWindow:
-    """Keep at most ``max_messages`` (pinned head and summary included), newest first."""
+    """Send at most ``max_messages`` messages, the pinned head and the summary message
+    included, whenever a cut allows it; else the fewest a cut allows.
+
+    A cut never folds the pinned head (the leading system messages and the run's current
+    request, law 9), never parts a tool call from its results, and never splits a turn
+    after the request (`align_cut`). So the newest messages that cannot be parted stay
+    together: the newest message alone; its whole tool round when it is a tool result
+    (the assistant message that made the calls and every result); the whole newest turn
+    when the window holds a user message after the request. A window of more than
+    ``max_messages`` keeps the most messages that fit beside the head and one summary
+    message. When the head, the summary message and those newest messages are already
+    more than ``max_messages`` (a head of 6 at a cap of 6; a system prompt, the request
+    and a tool result with its call at a cap of 3 or 4), no cut fits: everything older
+    than them is folded and the window sends exactly the head, the summary and them.
+    With nothing older to fold, it is sent as it is.
+    """
 
     def __init__(self, max_messages: int = 40) -> None:
         if not isinstance(max_messages, int) or max_messages < 3:
