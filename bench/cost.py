@@ -3,6 +3,8 @@
     .venv/bin/python bench/run.py --parts cost --output -     # through the suite
     .venv/bin/python bench/cost.py --workload chatty-tools --budget 1000 --mode inline
     .venv/bin/python bench/cost.py --workload parcel-support --budget 4000 --mode langchain
+    .venv/bin/python bench/cost.py --all --out /tmp/cost.json   # every run, no page
+    .venv/bin/python bench/cost_report.py /tmp/cost.json        # the page from those runs
 
 Both seeded workloads (bench/conversation.py: ``parcel-support``, and ``chatty-tools``:
 short turns and long tool results) run at budgets of 1,000, 4,000, 16,000 and 128,000
@@ -250,14 +252,23 @@ def agents_sdk_probe() -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--workload", choices=conv.WORKLOADS, required=True)
-    parser.add_argument("--budget", type=int, required=True)
-    parser.add_argument("--mode", choices=MODES, required=True)
+    parser.add_argument("--all", action="store_true",
+                        help="every run of the part (what bench/run.py --parts cost measures)")
+    parser.add_argument("--skip-peers", action="store_true", help="with --all")
+    parser.add_argument("--workload", choices=conv.WORKLOADS)
+    parser.add_argument("--budget", type=int)
+    parser.add_argument("--mode", choices=MODES)
     parser.add_argument("--per-turn", action="store_true",
                         help="agentmemory: every turn's context, shared and cached tokens too")
     parser.add_argument("--out", default="", help="JSON file (default: print)")
     args = parser.parse_args()
-    result = json.dumps(worker(args.workload, args.budget, args.mode, args.per_turn), indent=1)
+    if args.all:
+        result = json.dumps({"cost": measure(args.skip_peers)}, indent=1)
+    elif args.workload and args.budget and args.mode:
+        result = json.dumps(worker(args.workload, args.budget, args.mode, args.per_turn),
+                            indent=1)
+    else:
+        parser.error("give --workload, --budget and --mode (one run), or --all")
     if args.out:
         Path(args.out).write_text(result)
     else:

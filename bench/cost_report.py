@@ -1,19 +1,26 @@
 """The cost part's page: one table per workload and budget, and what the figures say.
 
+    .venv/bin/python bench/cost_report.py /tmp/cost.json   # from bench/cost.py --all --out
+
 Every sentence under the tables is written from the figures (bench/cost.py's runs); one
 whose premise does not hold in a run is left out.
 """
 
 from __future__ import annotations
 
+import json
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from bench import conversation as conv
-from bench import cost_model
-from bench.common import number, table
-from bench.cost import AGENTMEMORY_MODES, BUDGETS, PEERS, RESERVE_TOKENS, SUMMARY
-from bench.economy import CALLS_PER_BUDGET, OVERHEAD_PER_CALL
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import conversation as conv  # noqa: E402
+from bench import cost_model  # noqa: E402
+from bench.common import number, table  # noqa: E402
+from bench.cost import AGENTMEMORY_MODES, BUDGETS, PEERS, RESERVE_TOKENS, SUMMARY  # noqa: E402
+from bench.economy import CALLS_PER_BUDGET, OVERHEAD_PER_CALL  # noqa: E402
 
 COST_TARGET = 0.8  # agentmemory's cost at most this share of LangChain's middleware's
 CALLS_CEILING = 4  # calls never above this many × conversation tokens ÷ B
@@ -95,44 +102,46 @@ def section(results: dict[str, Any]) -> str:
 
 
 def _intro(totals: dict[str, int]) -> str:
-    sizes = ", ".join(f"`{w}` {totals[w]:,} tokens" for w in conv.WORKLOADS)
+    sizes = " and ".join(f"`{w}` ({totals[w]:,} tokens)" for w in conv.WORKLOADS)
+    budgets = ", ".join(f"{b:,}" for b in BUDGETS)
+    floor = f"floor((shared − {cost_model.CACHE_MIN:,}) ÷ {cost_model.CACHE_STEP})"
     return f"""## Cost: each turn's model call at the cached price, plus the summarizer
 
-What a conversation costs the agent that makes one model call a turn (bench/cost.py,
-priced by bench/cost_model.py). Two seeded workloads of {conv.TURNS:,} turns ({sizes};
-bench/conversation.py): `parcel-support`, the economy's conversation, and
-`chatty-tools`, short chit-chat turns with a tool round about one turn in five whose
-result is 300 to 900 tokens of JSON. At budgets of {", ".join(f"{b:,}" for b in BUDGETS)}:
-agentmemory's `services.recall(thread, B)` at the default settings, **inline** (recall
-folds when it must) and in **background** mode with the worker caught up (`RECALL_MODE`
-"background", the thread's `fold_budget` = B, and a Celery app in eager mode, so each
-append's fold request runs the `fold_thread` task before the next recall: a worker that
-is never behind; each turn asks `services.fold_due` before its recall, and a turn that
-finds one due is reported below); beside
-them the peers at the same room, B − {RESERVE_TOKENS}: LangChain's
-`SummarizationMiddleware` (trigger = the room, keep = half the room in tokens) and
-langmem's `summarize_messages` (max_tokens = the room). The loopback stub answers every
-summarizer request with the same {_summary_tokens()}-token summary.
+What a conversation costs an agent that makes one model call a turn (bench/cost.py,
+priced by bench/cost_model.py). Two seeded workloads of {conv.TURNS:,} turns
+(bench/conversation.py), {sizes}: the economy's conversation, and short chit-chat
+turns with, about one turn in five, a tool round whose result is 300 to 900 tokens of
+JSON. The budgets are {budgets}.
 
-* **context** is what the library hands the model each turn (agentmemory:
-  `result.as_chat_messages()`), each message counted as `render()` shows it (o200k_base,
-  the same rule for every library). **cached** is OpenAI's rule applied to the prefix
+* **agentmemory** recalls with `services.recall(thread, B)` at the default settings,
+  **inline** (the recall folds when it must) and in **background** mode with the worker
+  caught up: `RECALL_MODE` "background", the thread's `fold_budget` = B, and a Celery
+  app in eager mode, so each append's fold request runs the `fold_thread` task before
+  the next recall (a worker that is never behind). Each turn asks `services.fold_due`
+  before its recall; a turn that found one still due would be reported below.
+* **the peers** get the same room, B − {RESERVE_TOKENS}: LangChain's
+  `SummarizationMiddleware` (trigger = the room, keep = half the room, in tokens) and
+  langmem's `summarize_messages` (max_tokens = the room). The loopback stub answers
+  every summarizer request with the same {_summary_tokens()}-token summary.
+* **context**: what the library hands the model each turn (agentmemory:
+  `result.as_chat_messages()`), each message counted as `render()` shows it
+  (o200k_base, the same rule for every library). **cached**: OpenAI's rule on the prefix
   shared with the previous turn's context (identical leading messages whole, then the
   common leading tokens of the first message that differs): nothing below
-  {cost_model.CACHE_MIN:,} tokens, then {cost_model.CACHE_MIN:,} + {cost_model.CACHE_STEP} ×
-  floor((shared − {cost_model.CACHE_MIN:,}) ÷ {cost_model.CACHE_STEP}).
-* **cost**, in uncached input tokens: Σ turns (context − cached +
-  {cost_model.CACHED_PRICE} × cached) + summarizer input + {cost_model.OUTPUT_PRICE:.0f} ×
-  summarizer output (the stub's counts); **÷ LangChain** against the target ≤
-  {COST_TARGET} for agentmemory.
-* **calls** (agentmemory: chunks + merges, its summaries of level 1 and above 1) against
-  ≤ {CALLS_PER_BUDGET} × conversation ÷ B, never above {CALLS_CEILING} ×; **input ÷
-  conversation** against ≤ 1 + {OVERHEAD_PER_CALL} × calls ÷ conversation (the
-  conversation counted as the contexts are).
-* **prefix breaks**: turns whose context does not begin with the whole previous context
-  (a fold rewrote it); **gap / split / user missing** as in the economy part (agentmemory's
-  checks against its rows; the peers: split tool pairs, and turns whose context did not
-  end with the user's new message)."""
+  {cost_model.CACHE_MIN:,} tokens, then {cost_model.CACHE_MIN:,} + {cost_model.CACHE_STEP}
+  × {floor}.
+* **cost**, in uncached input tokens: Σ over turns of (context − cached +
+  {cost_model.CACHED_PRICE} × cached), plus the summarizer's input and
+  {cost_model.OUTPUT_PRICE:.0f} × its output (the stub's counts); **÷ LangChain**
+  against the target ≤ {COST_TARGET} for agentmemory.
+* **calls** (agentmemory: chunks + merges, its summaries of level 1 and above 1)
+  against ≤ {CALLS_PER_BUDGET} × conversation ÷ B, never above {CALLS_CEILING} ×;
+  **input ÷ conversation** against ≤ 1 + {OVERHEAD_PER_CALL} × calls ÷ conversation
+  (the conversation counted as the contexts are).
+* **prefix breaks**: turns whose context does not begin with the whole previous one (a
+  fold rewrote it); **gap / split / user missing** as in the economy part for
+  agentmemory (checked against its rows); for the peers, split tool pairs and turns
+  whose context did not end with the user's new message."""
 
 
 def _summary_tokens() -> int:
@@ -177,7 +186,10 @@ def _table(workload: str, budget: int, priced: dict[str, Priced],
     left_out = [f"{NAMES[key.rsplit(' ', 1)[1]]}: {why}" for key, why in skipped.items()
                 if key.startswith(f"{workload} {budget} ")]
     note = ("\n\nNot run: " + "; ".join(left_out) + ".") if left_out else ""
-    return f"### {workload}, budget {budget:,}\n\n" + table(
+    rooms = sorted({p.run["room"] for p in priced.values() if "room" in p.run})
+    room = (f" (room: agentmemory {', '.join(map(number, rooms))}, the peers "
+            f"{number(budget - RESERVE_TOKENS)})" if rooms else "")
+    return f"### {workload}, budget {budget:,}{room}\n\n" + table(
         ["library, mode", "calls (chunks + merges)", "calls target", "input ÷ conversation",
          "mean context", "mean cached", "prefix breaks", "cost", "÷ LangChain",
          "gap / split / user missing", "run s"], rows, "lrlrrrrrrrr") + note
@@ -201,7 +213,9 @@ def findings(budget: int, priced: dict[str, Priced]) -> list[str]:
             share = p.cost / langchain.cost
             parts.insert(0, f"{number(p.cost)} against LangChain's {number(langchain.cost)} "
                             f"(× {share:.2f}: {'within' if share <= COST_TARGET else '**over**'} "
-                            f"the {COST_TARGET} target)")
+                            f"the {COST_TARGET} target), with a mean context of "
+                            f"{number(p.mean('context'))} tokens against "
+                            f"{number(langchain.mean('context'))}")
         found.append(f"{name}: " + "; ".join(parts) + ".")
         if p.calls > p.calls_bound():
             extra = p.calls - p.calls_bound()
@@ -211,7 +225,7 @@ def findings(budget: int, priced: dict[str, Priced]) -> list[str]:
                     + (f" (and over {CALLS_CEILING} ×, {p.calls_bound(CALLS_CEILING):,.1f})"
                        if p.calls > p.calls_bound(CALLS_CEILING) else
                        f", within {CALLS_CEILING} ×") +
-                    f". The {extra:,.0f} calls above the target cost about "
+                    f". The {extra:,.1f} calls above the target cost about "
                     f"{number(extra * per_call)} at the mean call's {number(per_call)}, "
                     f"{100 * extra * per_call / p.cost:.0f}% of the total")
             if langchain and "error" not in langchain.run:
@@ -290,3 +304,7 @@ def _agents_sdk(probe: dict[str, Any]) -> str:
         f"`POST /v1/responses/compact` with {probe['stub_status']}). A stub that invented "
         "both would measure itself, not the SDK. Its default trigger is a count of items "
         f"({probe['threshold']} candidates), not tokens.")
+
+
+if __name__ == "__main__":
+    print(section(json.loads(Path(sys.argv[1]).read_text())))
