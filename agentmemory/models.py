@@ -92,8 +92,16 @@ class Thread(models.Model):
     fold_budget = models.PositiveIntegerField(
         null=True,
         blank=True,
-        help_text="The recall budget background folds keep this thread's context within. "
-        "Empty: AGENTMEMORY['FOLD_BUDGET'].",
+        help_text="The recall budget background folds keep this thread's context within, "
+        "pinned. Empty: the smallest budget the thread was recalled at in background mode "
+        "(recall_budget), else AGENTMEMORY['FOLD_BUDGET'].",
+    )
+    recall_budget = models.PositiveIntegerField(
+        null=True,
+        blank=True,
+        editable=False,
+        help_text="The smallest budget a background recall of this thread asked for: "
+        "background folds follow it unless fold_budget pins one.",
     )
     window_retain = models.CharField(
         max_length=16,
@@ -158,9 +166,10 @@ class Thread(models.Model):
         return self.write_tier or str(memory_settings.WRITE_TIER)
 
     def effective_fold_budget(self) -> int:
-        """The recall budget background folds keep the thread within: its
-        ``fold_budget``, or FOLD_BUDGET."""
-        return int(self.fold_budget or memory_settings.FOLD_BUDGET)
+        """The recall budget background folds keep the thread within: its ``fold_budget``
+        (pinned), else the smallest budget it was recalled at in background mode, else
+        FOLD_BUDGET (a thread not recalled yet)."""
+        return int(self.fold_budget or self.recall_budget or memory_settings.FOLD_BUDGET)
 
 
 class MemoryEntry(models.Model):
@@ -331,6 +340,10 @@ class SummaryCoverage(models.Model):
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     original_tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens of the messages it stands for, through nested summaries."
+    )
+    message_count = models.PositiveIntegerField(
+        default=0, help_text="Original messages it stands for, through nested summaries (its "
+        "label says so)."
     )
     level = models.PositiveSmallIntegerField(
         default=1,

@@ -173,6 +173,13 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
         (`no_fold_on_its_way_q`)."""
         return self.filter(no_fold_on_its_way_q(now))
 
+    def follow_recall_budget(self, pk: int, budget_tokens: int) -> bool:
+        """Record a background recall's budget as the thread's fold room when it is the
+        smallest yet (a conditional update: concurrent recalls keep the smallest); False
+        when it was not smaller."""
+        smaller = models.Q(recall_budget__isnull=True) | models.Q(recall_budget__gt=budget_tokens)
+        return bool(self.filter(smaller, pk=pk).update(recall_budget=budget_tokens))
+
     def lock(self, pk: int) -> bool:
         """Take the thread's row lock (inside a transaction); False if it is gone.
 

@@ -134,10 +134,18 @@ def render_transcript(messages: Sequence[MessageLike]) -> str:
     return "\n".join([TRANSCRIPT_OPEN, *map(render_message, messages), TRANSCRIPT_CLOSE])
 
 
-def summary_label(*, from_turn: int, to_turn: int, entry_count: int, model: str) -> str:
-    """The authored first line of every recall summary; the model's text follows it."""
+def summary_label(
+    *, from_turn: int, to_turn: int, message_count: int, model: str, handle: str
+) -> str:
+    """The authored first line of every recall summary; the model's text follows it.
+
+    It says which turns and how many original messages the summary stands for (through
+    nested summaries), and gives its ``handle``: the summary's key, which finds it in its
+    thread."""
+    turns = f"turn {from_turn}" if from_turn == to_turn else f"turns {from_turn}-{to_turn}"
+    messages = "1 original message" if message_count == 1 else f"{message_count} original messages"
     return (
         f"{SUMMARY_LABEL_PREFIX} {from_turn}-{to_turn}: a summary written by the model "
-        f"{model}, standing for {entry_count} earlier entries; the originals are retained "
-        "and can be expanded]"
+        f"{model}, standing for {messages} of {turns}; the originals are retained, "
+        f"handle {handle}]"
     )

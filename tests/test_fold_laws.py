@@ -636,7 +636,8 @@ def test_prompt_injection_stays_data(recorded: list) -> None:
     assert summary.content.startswith("[summary of earlier turns")
     label, text = summary.content.split("\n", 1)
     assert text == INJECTION
-    assert label == summary_label(from_turn=1, to_turn=3, entry_count=12, model="test-model")
+    assert label == summary_label(from_turn=1, to_turn=3, message_count=12, model="test-model",
+                           handle="msg-summary-1-3")
     assert "test-model" in label and "originals are retained" in label
     assert result.messages[0].content == summary.content
 

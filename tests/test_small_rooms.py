@@ -141,3 +141,21 @@ def test_a_fold_keeps_the_context_before_the_first_summary_it_rewrites(
         assert kept[: len(untouched)] == untouched
         assert untouched == [m.id for m in before.messages[: len(untouched)]]
     assert folds
+
+
+def test_a_merged_summary_says_how_many_original_messages_and_which_turns() -> None:
+    """A summary that absorbed others names the messages it stands for through them
+    (not its direct entries), their turns, and its handle."""
+    thread = Thread.objects.create()
+    with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        converse(thread, "heavy", 40, 1000)
+    nested = [s for s in MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY)
+              .select_related("coverage") if s.coverage.level > 1]
+    assert nested
+    for summary in nested:
+        originals = [e for e in services.expand(summary, recursive=True) if not e.is_summary]
+        first, last = min(e.turn for e in originals), max(e.turn for e in originals)
+        label = summary.content.partition("\n")[0]
+        assert f"standing for {len(originals)} original messages of turns {first}-{last}" in label
+        assert f"handle {summary.summary_key}]" in label
+        assert summary.coverage.message_count == len(originals) > summary.coverage.entry_count

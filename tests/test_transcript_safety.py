@@ -155,7 +155,8 @@ def as_messages(messages: list[dict[str, Any]]) -> list[WindowMessage]:
 
 def summary_entry(text: str) -> MemoryEntry:
     """An unsaved stored summary: the authored label, then a summarizer's text."""
-    label = summary_label(from_turn=1, to_turn=2, entry_count=4, model="offline-extractive-1")
+    label = summary_label(from_turn=1, to_turn=2, message_count=4, model="offline-extractive-1",
+                          handle="msg-summary-1-2")
     return MemoryEntry(role="system", kind=EntryKind.SUMMARY, content=f"{label}\n{text}")
 
 

@@ -427,6 +427,46 @@ def test_worker_writes_the_summary_while_recall_stays_verbatim(
     }
 
 
+def test_a_background_recall_below_the_fold_budget_folds_for_its_own_room(
+    start_worker: Callable[..., Worker],
+    broker: Broker,
+    use_memory_settings: Callable[..., None],
+) -> None:
+    """Budget-driven defaults (no count trigger): 80 messages stay below FOLD_BUDGET, so
+    appends queue nothing; a recall at 600 records its room, queues one fold for it and
+    says ``fold-pending``; once the worker has run, the same recall leaves nothing out."""
+    budget_driven = {"LOAD_COUNT": None, "TRIGGER_MIN_ENTRIES": None, "FOLD_HIGH_WATER": 1.0}
+    # Summaries that fit a room of 332 tokens beside the newest turn (the offline
+    # default's cap of 600 tokens would not: that gap is the summarizer's, not the plan's).
+    memory = memory_settings({**OFFLINE, "OPTIONS": {"MAX_TOKENS": 120}}, **budget_driven)
+    use_memory_settings(memory)
+    worker = start_worker(memory)
+    thread = Thread.objects.create(title="a small room")
+    append_messages(thread, range(1, 81))
+    assert broker.published == [], "below FOLD_BUDGET no append queues a fold"
+
+    pending = services.recall(thread, 600)
+    assert pending.omitted > 0 and pending.omitted_reason == "fold-pending"
+    assert Thread.objects.get(pk=thread.pk).recall_budget == 600
+    assert len(broker.published) == 1
+    again = services.recall(thread, 600)  # before the worker is done: no second task
+    assert again.omitted_reason in ("fold-pending", None) and len(broker.published) <= 2
+
+    def gapless() -> services.RecallResult | None:
+        result = services.recall(thread, 600)
+        return result if result.omitted == 0 and result.summaries_used else None
+
+    result = wait_until(gapless, 60, "a recall at 600 with nothing left out", worker)
+    assert result.tokens <= 600 - 256
+    settled(broker, worker)
+    # A pinned fold budget is not moved by recalls: the gap is the budget's, said so.
+    pinned = Thread.objects.create(title="pinned", fold_budget=4000)
+    append_messages(pinned, range(1, 81))
+    kept = services.recall(pinned, 600)
+    assert kept.omitted > 0 and kept.omitted_reason == "over-budget"
+    assert Thread.objects.get(pk=pinned.pk).recall_budget is None
+
+
 # ---------------------------------------------------------------- 2. two folds at once
 
 

@@ -214,7 +214,8 @@ def next_fold(
             if complete and last == tail and needed:
                 # The newest run may borrow from the tail, never its newest turn.
                 last = _widen(blocks, first, last, estimate)
-            chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed)
+            chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed,
+                           optional=over and not needed and not counted)
             if chunk is not None:
                 return chunk
     if over or _summaries_over(entries, room, config):
@@ -281,12 +282,14 @@ def _message_run_bounds(blocks: list[Block]) -> list[tuple[int, int]]:
 
 def _chunk(
     blocks: list[Block], first: int, last: int, room: int, config: RecallConfig, estimate: int,
-    *, needed: bool,
+    *, needed: bool, optional: bool = False,
 ) -> FoldPlan | None:
     """The run ``blocks[first:last]`` from its oldest block, cut at ``input_limit`` tokens,
     with the summaries right before it that the new summary must absorb to keep the
     summaries within ``summary_share`` x the room: None when not worth a call (fewer
-    entries than the smallest fold, unless ``needed``; or not larger than a summary)."""
+    entries than the smallest fold; or, for an ``optional`` fold, one only the token
+    trigger asks for, not larger than a summary), unless ``needed``: then only the
+    summarizer's answer can decline it."""
     summaries = [b for b in blocks if b.is_summary]
     share = room * config.summary_share
     summary_tokens = sum(b.tokens for b in summaries)
@@ -307,8 +310,8 @@ def _chunk(
     entries = sum(len(b.entries) for b in span)
     if not needed and entries < config.effective_min_fold:
         return None
-    if sum(b.tokens for b in span) + absorbed_tokens <= estimate:
-        return None  # the summary would be no smaller: the call would be refused
+    if optional and sum(b.tokens for b in span) + absorbed_tokens <= estimate:
+        return None  # likely no smaller than its span: not worth a call unless needed
     merged = [b.entries[0] for b in absorb]
     capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
     return FoldPlan.over([*merged, *(e for b in span for e in b.entries)], absorbed=capped)

@@ -78,7 +78,8 @@ class RecallResult:
 
     ``omitted`` counts the visible entries of the thread the context left out (0 when
     every earlier original is verbatim in it or stood for by a summary in it), and
-    ``omitted_reason`` says why: ``over-budget``, ``max-entries``, ``decayed``,
+    ``omitted_reason`` says why: ``over-budget``, ``fold-pending`` (background mode: a
+    fold for this room is on its way), ``max-entries``, ``decayed``,
     ``unpaired-tool-message``, ``newest-turn-too-large`` or ``below-minimum-tokens``.
     """
 
@@ -109,15 +110,31 @@ class RecallResult:
 FOLD_IN_PROGRESS = DeclineReason.FOLD_IN_PROGRESS
 
 
+#: A background recall left history out, and a fold for its room is on its way.
+FOLD_PENDING = "fold-pending"
+
+#: What a background recall asks of background folding (`services.background.fold_for_room`):
+#: given the thread, the budget and whether history was left out, ``fold-pending`` (a
+#: fold is on its way), the reason the fold would be declined, or None.
+RoomFollower = Callable[..., "str | None"]
+
+
 def recall(
-    thread: Thread, budget_tokens: int, *, now: datetime | None = None, **overrides: Any
+    thread: Thread,
+    budget_tokens: int,
+    *,
+    now: datetime | None = None,
+    follow_room: RoomFollower | None = None,
+    **overrides: Any,
 ) -> RecallResult:
     """Load, summarize, [decay], pick by budget and format the thread's context.
 
     ``overrides`` replace settings for this call (``preserve_recent=3``,
     ``mode="inline"``...). A recall that needs no fold makes the same few reads however long
     the thread is (and, with RECEIPTS, the receipt's writes); an inline fold takes the
-    thread's fold lease, so concurrent recalls of one thread pay for one summary.
+    thread's fold lease, so concurrent recalls of one thread pay for one summary. In
+    background mode ``follow_room`` (the services pass `fold_for_room`) records the
+    budget as the thread's fold room and requests a fold when history was left out.
     """
     config = RecallConfig.build(**overrides)
     if not isinstance(budget_tokens, int) or isinstance(budget_tokens, bool) or budget_tokens < 0:
@@ -174,10 +191,20 @@ def recall(
         if visible > len(loaded.entries):
             omitted += visible - len(loaded.entries)
             omitted_reason = omitted_reason or OVER_BUDGET
+    background_decline = None
+    if (
+        config.mode == "background" and config.budget_driven and follow_room is not None
+        and picked.decline is None
+    ):
+        answer = follow_room(thread, budget_tokens, left_out=omitted_reason == OVER_BUDGET)
+        if answer == FOLD_PENDING:
+            omitted_reason = FOLD_PENDING
+        else:
+            background_decline = answer  # why the fold that would close the gap is not made
     text = format_context(picked.entries, config)
     tokens = count_tokens(text) if text else 0
     folded = [outcome.summary for outcome in outcomes if outcome.summary is not None]
-    decline = next((o.decline for o in reversed(outcomes) if o.decline), None)
+    decline = next((o.decline for o in reversed(outcomes) if o.decline), background_decline)
     receipt_id = None
     if memory_settings.RECEIPTS:
         ttl = thread.effective_ttl()

@@ -93,6 +93,14 @@ class FoldPlan:
         return str(self.span[0].pk)
 
     @property
+    def message_count(self) -> int:
+        """Original messages the summary stands for, through nested summaries."""
+        return sum(
+            (e.coverage.message_count or e.coverage.entry_count) if e.is_summary else 1
+            for e in self.span
+        )
+
+    @property
     def level(self) -> int:
         """1 over messages only; one above the highest summary it covers (nesting depth)."""
         return 1 + max(
@@ -273,8 +281,8 @@ def fold_span(
 def _span_of(plan: FoldPlan, config: RecallConfig) -> Span:
     def label(model: str) -> str:
         return summary_label(
-            from_turn=plan.from_turn, to_turn=plan.to_turn, entry_count=len(plan.span),
-            model=model,
+            from_turn=plan.from_turn, to_turn=plan.to_turn, message_count=plan.message_count,
+            model=model, handle=plan.key,
         )
 
     return Span(
@@ -362,6 +370,7 @@ def _write_back(
                     e.coverage.original_tokens if e.is_summary else e.token_count
                     for e in plan.span
                 ),
+                message_count=plan.message_count,
                 model=summarizer.model,
                 prompt_tokens=result.prompt_tokens,
                 completion_tokens=result.completion_tokens,

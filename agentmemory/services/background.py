@@ -19,7 +19,7 @@ from django.utils import timezone
 from agentmemory.broker import send_within
 from agentmemory.conf import memory_settings
 from agentmemory.extras import require
-from agentmemory.folding import latched
+from agentmemory.folding import DeclineReason, latched
 from agentmemory.folding.lease import (
     FoldRequest,
     FoldState,
@@ -33,7 +33,7 @@ from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.intact import load_intact
 from agentmemory.pipeline.load import load_oldest, load_visible, tally_visible
 from agentmemory.pipeline.plan import next_fold, pressure
-from agentmemory.pipeline.recall import settle
+from agentmemory.pipeline.recall import FOLD_PENDING, settle
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
     fold_span,
@@ -68,6 +68,32 @@ class BrokerBackoff:
 broker = BrokerBackoff()
 
 
+def fold_for_room(thread: Thread, budget_tokens: int, *, left_out: bool) -> str | None:
+    """A background recall at ``budget_tokens``: the thread's fold room follows it down
+    (unless ``Thread.fold_budget`` pins one), and when the context ``left_out`` history a
+    fold for that room is requested. Returns ``fold-pending`` when a fold is on its way
+    (queued, running, or recorded while the broker is down, for the sweep to send), the
+    reason the fold would be declined (a latch, the quota), or None."""
+    if thread.fold_budget is None and (
+        thread.recall_budget is None or budget_tokens < thread.recall_budget
+    ):
+        if Thread.objects.follow_recall_budget(thread.pk, budget_tokens):
+            thread.recall_budget = budget_tokens
+    if not left_out:
+        return None
+    blocker = fold_blocker(thread)
+    if blocker is not None:
+        return None if blocker == NOTHING_TO_FOLD else blocker
+    return FOLD_PENDING if request_fold(thread.pk).state in PENDING_STATES else None
+
+
+#: Where a requested fold stands when a recall may say ``fold-pending``: the broker being
+#: down loses nothing, the database records the request and the sweep sends it.
+PENDING_STATES = frozenset(
+    {FoldState.QUEUED, FoldState.ALREADY_QUEUED, FoldState.FOLDING, FoldState.BROKER_DOWN}
+)
+
+
 def fold_if_due(thread: Thread) -> None:
     """Request a background fold of the thread if one is due and none is on its way."""
     if fold_due(thread, unless_on_its_way=True):
@@ -82,6 +108,18 @@ def fold_due(
     With ``unless_on_its_way`` (an append's question), no while a fold of the thread is
     queued, leased or parked: the fold on its way re-checks when it is done. Budget-driven,
     that is read in the same query as the tally, and most appends make no other."""
+    return fold_blocker(thread, now=now, unless_on_its_way=unless_on_its_way) is None
+
+
+#: `fold_blocker`'s answer when there is nothing to fold (or a fold is on its way).
+NOTHING_TO_FOLD = "nothing-to-fold"
+
+
+def fold_blocker(
+    thread: Thread, *, now: datetime | None = None, unless_on_its_way: bool = False
+) -> str | None:
+    """Why a background fold would not fold now (`fold_due`): `NOTHING_TO_FOLD`, the
+    latch's reason, or ``quota-exceeded``; None when it would."""
     config = RecallConfig.build()
     now = now or timezone.now()
     room = context_room(thread.effective_fold_budget(), config)
@@ -89,18 +127,18 @@ def fold_due(
         # Most appends find no pressure: one aggregate says so without reading a row.
         counted = tally_visible(thread, config, now, room, unless_on_its_way=unless_on_its_way)
         if counted is None:
-            return False  # nothing visible, or a fold on its way
+            return NOTHING_TO_FOLD  # nothing visible, or a fold on its way
         tally, complete, expired = counted
         if complete and not expired and not pressure(tally, room, config, complete=True):
-            return False
+            return NOTHING_TO_FOLD
     elif unless_on_its_way and not (
         Thread.objects.without_fold_on_its_way(now)
         .filter(pk=thread.pk, fold_parked_until__isnull=True).exists()
     ):
-        return False
+        return NOTHING_TO_FOLD
     loaded = load_visible(thread, config, now, room)
     if loaded.expired_summaries:
-        return True
+        return None
     entries, complete = loaded.entries, loaded.complete
     if config.budget_driven:
         if not complete:
@@ -109,14 +147,15 @@ def fold_due(
         plan = next_fold(entries, room, config, complete=complete)
     else:
         plan = plan_fold(entries, config)
-    return (
-        plan is not None
-        and latched(
-            thread, FoldPurpose.RECALL_FOLD, span_key=plan.span_key, start_key=plan.start_key,
-            span_tokens=plan.span_tokens,
-        ) is None
-        and not quota_exceeded(thread)
+    if plan is None:
+        return NOTHING_TO_FOLD
+    reason = latched(
+        thread, FoldPurpose.RECALL_FOLD, span_key=plan.span_key, start_key=plan.start_key,
+        span_tokens=plan.span_tokens,
     )
+    if reason is not None:
+        return reason
+    return DeclineReason.QUOTA_EXCEEDED if quota_exceeded(thread) else None
 
 
 def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:

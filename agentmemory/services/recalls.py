@@ -15,17 +15,20 @@ from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.intact import load_intact, retire_expired
 from agentmemory.pipeline.recall import (
     FOLD_IN_PROGRESS,
+    FOLD_PENDING,
     RecalledMessage,
     RecallResult,
     fold_loaded,
-    recall,
     settle,
 )
+from agentmemory.pipeline.recall import recall as recall_context
 from agentmemory.pipeline.summarize import FoldOutcome
+from agentmemory.services.background import fold_for_room
 from agentmemory.summarizers import get_summarizer
 
 __all__ = [
     "FOLD_IN_PROGRESS",
+    "FOLD_PENDING",
     "FoldOutcome",
     "RecallResult",
     "RecalledMessage",
@@ -35,6 +38,19 @@ __all__ = [
     "retire_expired",
     "settle",
 ]
+
+
+def recall(
+    thread: Thread, budget_tokens: int, *, now: datetime | None = None, **overrides: Any
+) -> RecallResult:
+    """The thread's context within ``budget_tokens`` (`agentmemory.pipeline.recall.recall`).
+
+    In background mode the thread's fold room follows its recalls: a budget smaller than
+    any before becomes the room its background folds keep it within (unless
+    ``Thread.fold_budget`` pins one), and a context that left history out requests a fold
+    for it and says ``omitted_reason="fold-pending"`` until the worker has folded.
+    """
+    return recall_context(thread, budget_tokens, now=now, follow_room=fold_for_room, **overrides)
 
 
 def fold(
