@@ -195,22 +195,28 @@ def measure(skip_peers: bool = False) -> dict[str, Any]:
     began = time.perf_counter()
     runs: list[dict[str, Any]] = []
     running: list[tuple[subprocess.Popen[bytes], tuple[str, int, str], str]] = []
-    while jobs or running:
-        while jobs and len(running) < PARALLEL:
-            job = jobs.pop(0)
-            print(f"[bench] cost {job[0]} {job[1]:,} {job[2]}", file=sys.stderr, flush=True)
-            handle, out = tempfile.mkstemp(suffix=".json")
-            os.close(handle)
-            command = [sys.executable, str(Path(__file__)), "--workload", job[0],
-                       "--budget", str(job[1]), "--mode", job[2], "--out", out]
-            running.append((subprocess.Popen(command, cwd=ROOT), job, out))
-        time.sleep(0.2)
-        for entry in [entry for entry in running if entry[0].poll() is not None]:
-            process, job, out = entry
-            running.remove(entry)
-            if process.returncode:
-                raise SystemExit(f"cost {job} failed (exit {process.returncode})")
-            runs.append(json.loads(Path(out).read_text()))
+    try:
+        while jobs or running:
+            while jobs and len(running) < PARALLEL:
+                job = jobs.pop(0)
+                print(f"[bench] cost {job[0]} {job[1]:,} {job[2]}", file=sys.stderr, flush=True)
+                handle, out = tempfile.mkstemp(suffix=".json")
+                os.close(handle)
+                command = [sys.executable, str(Path(__file__)), "--workload", job[0],
+                           "--budget", str(job[1]), "--mode", job[2], "--out", out]
+                running.append((subprocess.Popen(command, cwd=ROOT), job, out))
+            time.sleep(0.2)
+            for entry in [entry for entry in running if entry[0].poll() is not None]:
+                process, job, out = entry
+                running.remove(entry)
+                if process.returncode:
+                    raise SystemExit(f"cost {job} failed (exit {process.returncode})")
+                runs.append(json.loads(Path(out).read_text()))
+                os.unlink(out)
+    finally:
+        for process, _, out in running:  # a run failed, or the part was interrupted
+            process.terminate()
+            process.wait()
             os.unlink(out)
     results.update(runs=runs, elapsed_s=time.perf_counter() - began,
                    agents_sdk=agents_sdk_probe())
