@@ -169,7 +169,7 @@ def _table(workload: str, budget: int, priced: dict[str, Priced],
         ratio = "—"
         if langchain and "error" not in langchain.run:
             share = p.cost / langchain.cost
-            ratio = f"{share:.2f}" + (f" ({_verdict(share <= COST_TARGET)})"
+            ratio = f"{share:.3f}" + (f" ({_verdict(share <= COST_TARGET)})"
                                       if mode in AGENTMEMORY_MODES else "")
         if mode in AGENTMEMORY_MODES:
             c = run["checks"]
@@ -212,7 +212,7 @@ def findings(budget: int, priced: dict[str, Priced]) -> list[str]:
         if langchain and "error" not in langchain.run:
             share = p.cost / langchain.cost
             parts.insert(0, f"{number(p.cost)} against LangChain's {number(langchain.cost)} "
-                            f"(× {share:.2f}: {'within' if share <= COST_TARGET else '**over**'} "
+                            f"(× {share:.3f}: {'within' if share <= COST_TARGET else '**over**'} "
                             f"the {COST_TARGET} target), with a mean context of "
                             f"{number(p.mean('context'))} tokens against "
                             f"{number(langchain.mean('context'))}")
