@@ -43,7 +43,7 @@ DEFAULTS: dict[str, Any] = {
     # most FOLD_INPUT_LIMIT tokens of span. TRIGGER_MIN_ENTRIES None: no count trigger; a
     # number: also fold once that many entries are loaded (the seeds' trigger).
     "FOLD_HIGH_WATER": 1.0,
-    "FOLD_LOW_WATER": 0.2,
+    "FOLD_LOW_WATER": 0.1,
     "SUMMARY_SHARE": 0.25,
     "FOLD_INPUT_LIMIT": 16_000,
     "TRIGGER_MIN_ENTRIES": None,

@@ -53,7 +53,7 @@ class RecallConfig:
     header: str
     footer: str
     high_water: float | None = 1.0
-    low_water: float = 0.2
+    low_water: float = 0.1
     summary_share: float = 0.25
     input_limit: int = 16_000
 

@@ -29,14 +29,10 @@ from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import format_context
 from agentmemory.pipeline.intact import load_intact
-from agentmemory.pipeline.load import count_visible, load_oldest
-from agentmemory.pipeline.plan import fold_pressure, next_fold
-from agentmemory.pipeline.summarize import (
-    FoldOutcome,
-    decline_not_worth_a_call,
-    fold_span,
-    plan_fold,
-)
+from agentmemory.pipeline.load import count_visible
+from agentmemory.pipeline.plan import fold_pressure
+from agentmemory.pipeline.policy import declined_as_not_worth_a_call, fold_view, plan_next
+from agentmemory.pipeline.summarize import FoldOutcome, decline_not_worth_a_call, fold_span
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.trust.quarantine import strip_invisible
@@ -148,7 +144,7 @@ def recall(
     outcomes: list[FoldOutcome] = []
     entries = loaded.entries
     if config.mode == "inline" and not config.budget_driven:
-        if plan_fold(entries, config) is None:
+        if plan_next(entries, room, config, complete=True) is None:
             outcome = fold_loaded(thread, entries, config)  # a decline, never a call
         else:
             [outcome] = _under_lease(thread, lambda: [fold_loaded(thread, entries, config)])
@@ -233,9 +229,9 @@ def recall(
 def fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig) -> FoldOutcome:
     """The seeds' count-driven fold: one span of what was loaded, at most one call."""
     summarizer = get_summarizer()
-    plan = plan_fold(loaded, config)
+    plan = plan_next(loaded, 0, config, complete=True)
     if plan is None:
-        if len(loaded) <= config.preserve_recent:
+        if not declined_as_not_worth_a_call(loaded, 0, config, complete=True):
             return FoldOutcome(summary=None)  # nothing could be folded: nothing to say
         return decline_not_worth_a_call(thread, summarizer)
     return fold_span(thread, plan, config, summarizer)
@@ -252,23 +248,21 @@ def settle(
     raise_transient: bool = False,
     max_folds: int | None = -1,
 ) -> list[FoldOutcome]:
-    """Fold until the thread's context fits ``room``: at most ``max_folds`` folds
-    (FOLDS_PER_TASK by default, None for no bound), each planned afresh from the thread
-    (oldest first), stopping at the first decline."""
+    """Fold until no fold is due for ``room`` (`policy.plan_next`): at most ``max_folds``
+    folds (FOLDS_PER_TASK by default, None for no bound), each planned afresh from the
+    thread, stopping at the first decline."""
     if max_folds == -1:
         max_folds = memory_settings.FOLDS_PER_TASK
     outcomes: list[FoldOutcome] = []
     while max_folds is None or len(outcomes) < max_folds:
-        at = now or timezone.now()
-        loaded = load_intact(thread, config, at, room)
-        entries, complete = loaded.entries, loaded.complete
-        if not complete:
-            # More history than the room could hold: fold it forward from its oldest end.
-            oldest = load_oldest(thread, config, at, config.input_limit)
-            entries, complete = oldest.entries, oldest.complete
-        plan = next_fold(entries, room, config, complete=complete)
+        _, entries, complete = fold_view(
+            thread, config, now or timezone.now(), room, load=load_intact
+        )
+        plan = plan_next(entries, room, config, complete=complete)
         if plan is None:
-            if not outcomes and fold_pressure(entries, room, config, complete=complete):
+            if not outcomes and declined_as_not_worth_a_call(
+                entries, room, config, complete=complete
+            ):
                 outcomes.append(decline_not_worth_a_call(thread, summarizer))
             break
         outcome = fold_span(

@@ -30,14 +30,12 @@ from agentmemory.folding.lease import (
 from agentmemory.models import FoldPurpose, Thread
 from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.intact import load_intact
-from agentmemory.pipeline.load import load_oldest, load_visible, tally_visible
-from agentmemory.pipeline.plan import next_fold, pressure
+from agentmemory.pipeline.load import load_visible, tally_visible
+from agentmemory.pipeline.plan import pressure
+from agentmemory.pipeline.policy import fold_view, plan_next
 from agentmemory.pipeline.recall import FOLD_PENDING, settle
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
-    fold_span,
-    plan_fold,
     report_summarizer_failure,
 )
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
@@ -136,17 +134,10 @@ def fold_blocker(
         .filter(pk=thread.pk, fold_parked_until__isnull=True).exists()
     ):
         return NOTHING_TO_FOLD
-    loaded = load_visible(thread, config, now, room)
+    loaded, entries, complete = fold_view(thread, config, now, room, load=load_visible)
     if loaded.expired_summaries:
         return None
-    entries, complete = loaded.entries, loaded.complete
-    if config.budget_driven:
-        if not complete:
-            oldest = load_oldest(thread, config, now, config.input_limit)
-            entries, complete = oldest.entries, oldest.complete
-        plan = next_fold(entries, room, config, complete=complete)
-    else:
-        plan = plan_fold(entries, config)
+    plan = plan_next(entries, room, config, complete=complete)
     if plan is None:
         return NOTHING_TO_FOLD
     reason = latched(
@@ -266,25 +257,9 @@ def fold_until_settled(
     owner = lease_owner or uuid.uuid4().hex
     if not take_fold_lease(thread_id, owner):
         return []  # the fold holding the lease re-checks when it is done; or parked
-    outcomes: list[FoldOutcome] = []
     with held_lease(thread_id, owner, retried=True):
-        if config.budget_driven:
-            room = context_room(thread.effective_fold_budget(), config)
-            outcomes = settle(
-                thread, config, room, summarizer, attempt=attempt, raise_transient=True
-            )
-        else:
-            for _ in range(memory_settings.FOLDS_PER_TASK):
-                loaded = load_intact(thread, config, timezone.now(), 0)
-                plan = plan_fold(loaded.entries, config)
-                if plan is None:
-                    break
-                outcome = fold_span(
-                    thread, plan, config, summarizer, attempt=attempt, raise_transient=True
-                )
-                outcomes.append(outcome)
-                if not outcome.folded:
-                    break
+        room = context_room(thread.effective_fold_budget(), config)
+        outcomes = settle(thread, config, room, summarizer, attempt=attempt, raise_transient=True)
     if outcomes and outcomes[-1].folded and fold_due(thread):
         enqueue_fold(thread_id)  # appends that arrived meanwhile were turned away
     return outcomes

@@ -1,0 +1,52 @@
+"""The one fold policy: for a thread and a room, what to fold next.
+
+Recall (inline), the append's fold decision (`services.background.fold_due`), the
+background worker's loop and ``services.fold`` all ask these two functions, so that the
+rule is written once: budget-driven (`plan.next_fold`: by tokens against the room,
+backfill first) or count-driven (`summarize.plan_fold`: the seeds' trigger and floor).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime
+
+from agentmemory.models import MemoryEntry, Thread
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.load import Loaded, load_oldest
+from agentmemory.pipeline.plan import fold_pressure, next_fold
+from agentmemory.pipeline.summarize import FoldPlan, plan_fold
+
+Load = Callable[[Thread, RecallConfig, datetime, int], Loaded]
+
+
+def fold_view(
+    thread: Thread, config: RecallConfig, now: datetime, room: int, *, load: Load
+) -> tuple[Loaded, list[MemoryEntry], bool]:
+    """What the next fold is planned over: ``load``'s entries, or, budget-driven, when the
+    history is longer than the row cap, its oldest slice (a backfill folds forward from
+    its oldest end, never backwards one recall at a time). Returns the load itself too
+    (its expired summaries), the entries and whether they reach the newest entry."""
+    loaded = load(thread, config, now, room)
+    if config.budget_driven and not loaded.complete:
+        oldest = load_oldest(thread, config, now, config.input_limit)
+        return loaded, oldest.entries, oldest.complete
+    return loaded, loaded.entries, loaded.complete
+
+
+def plan_next(
+    entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
+) -> FoldPlan | None:
+    """The next fold over ``entries`` for ``room``, or None when none is due or possible."""
+    if config.budget_driven:
+        return next_fold(entries, room, config, complete=complete)
+    return plan_fold(entries, config)
+
+
+def declined_as_not_worth_a_call(
+    entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
+) -> bool:
+    """With no plan: was a fold due all the same (so the decline is said out loud)?"""
+    if config.budget_driven:
+        return fold_pressure(entries, room, config, complete=complete)
+    return len(entries) > config.preserve_recent
