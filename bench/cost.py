@@ -79,7 +79,7 @@ def run_agentmemory(
 ) -> dict[str, Any]:
     """The workload on a new thread, recalled at ``budget`` every turn (Django set up)."""
     from agentmemory import services
-    from agentmemory.models import SummaryCoverage, Thread
+    from agentmemory.models import Thread
 
     background = mode == "background"
     thread = Thread.objects.create(title=f"cost {workload} {budget} {mode}",
@@ -103,10 +103,7 @@ def run_agentmemory(
         replies = services.append(thread, turn.replies)
         originals += [user.pk, *(entry.pk for entry in replies)]
     elapsed = time.perf_counter() - began
-    levels = SummaryCoverage.objects.filter(summary__thread=thread)
     return {
-        "chunks": levels.filter(level=1).count(),
-        "merges": levels.filter(level__gt=1).count(),
         "checks": checks.as_dict(),
         "declines": declines,
         "still_due": still_due,
@@ -132,6 +129,7 @@ def worker(workload: str, budget: int, mode: str, per_turn: bool = False) -> dic
                                                  "orphan_turns", "originals_kept", "elapsed_s")}
         else:
             out = _agentmemory_worker(server.base_url, workload, budget, mode, per_turn)
+            out.update(call_kinds(server.chat_requests))
         out["stub"] = server.totals()
     out.update(workload=workload, budget=budget, mode=mode, wall_s=time.perf_counter() - began)
     if "cost" in out:
@@ -139,6 +137,28 @@ def worker(workload: str, budget: int, mode: str, per_turn: bool = False) -> dic
         summarizer = cost_model.summarizer_cost(stub["prompt_tokens"], stub["completion_tokens"])
         out["total_cost"] = out["cost"]["contexts_cost"] + summarizer
     return out
+
+
+def call_kinds(requests: list[Any]) -> dict[str, int]:
+    """agentmemory's calls by what their transcript held, as the stub received them:
+    ``chunks`` read messages only, ``absorbing`` read messages and earlier summaries in
+    one call, ``merges`` read earlier summaries only (a second call for one fold)."""
+    from agentmemory.transcript import CONTINUATION, TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN
+
+    kinds = {"chunks": 0, "absorbing": 0, "merges": 0}
+    for request in requests:
+        text = str(request.messages[-1].get("content", "")) if request.messages else ""
+        heads = [line for line in text.splitlines()
+                 if line not in (TRANSCRIPT_OPEN, TRANSCRIPT_CLOSE)
+                 and not line.startswith(CONTINUATION)]
+        summaries = sum(head.startswith("earlier summary:") for head in heads)
+        if summaries == 0:
+            kinds["chunks"] += 1
+        elif summaries == len(heads):
+            kinds["merges"] += 1
+        else:
+            kinds["absorbing"] += 1
+    return kinds
 
 
 def _agentmemory_worker(

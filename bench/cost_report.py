@@ -134,7 +134,8 @@ JSON. The budgets are {budgets}.
   {cost_model.CACHED_PRICE} × cached), plus the summarizer's input and
   {cost_model.OUTPUT_PRICE:.0f} × its output (the stub's counts); **÷ LangChain**
   against the target ≤ {COST_TARGET} for agentmemory.
-* **calls** (agentmemory: chunks + merges, its summaries of level 1 and above 1)
+* **calls** (agentmemory: chunks + absorbing + merges, by what the stub was sent: messages
+  only, messages with the earlier summaries they absorb in the same call, summaries only)
   against ≤ {CALLS_PER_BUDGET} × conversation ÷ B, never above {CALLS_CEILING} ×;
   **input ÷ conversation** against ≤ 1 + {OVERHEAD_PER_CALL} × calls ÷ conversation
   (the conversation counted as the contexts are).
@@ -161,8 +162,8 @@ def _table(workload: str, budget: int, priced: dict[str, Priced],
         if "error" in run:
             rows.append([NAMES[mode], f"not run: {run['error']}"] + ["—"] * 9)
             continue
-        calls = (f"{p.calls:,} ({run['chunks']:,} + {run['merges']:,})" if mode in
-                 AGENTMEMORY_MODES else f"{p.calls:,}")
+        kinds = f"{run['chunks']:,} + {run['absorbing']:,} + {run['merges']:,}"
+        calls = f"{p.calls:,} ({kinds})" if mode in AGENTMEMORY_MODES else f"{p.calls:,}"
         bound = p.calls_bound()
         calls_verdict = ("pass" if p.calls <= bound else "within 4 ×" if
                          p.calls <= p.calls_bound(CALLS_CEILING) else "**fail**")
@@ -190,7 +191,8 @@ def _table(workload: str, budget: int, priced: dict[str, Priced],
     room = (f" (room: agentmemory {', '.join(map(number, rooms))}, the peers "
             f"{number(budget - RESERVE_TOKENS)})" if rooms else "")
     return f"### {workload}, budget {budget:,}{room}\n\n" + table(
-        ["library, mode", "calls (chunks + merges)", "calls target", "input ÷ conversation",
+        ["library, mode", "calls (chunks + absorbing + merges)", "calls target",
+         "input ÷ conversation",
          "mean context", "mean cached", "prefix breaks", "cost", "÷ LangChain",
          "gap / split / user missing", "run s"], rows, "lrlrrrrrrrr") + note
 

@@ -21,6 +21,7 @@ from agentmemory import services
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline import intact, load
 from agentmemory.pipeline.plan import Tally
+from agentmemory.services import recalls
 from tests.test_recall_contract import turns
 
 pytestmark = pytest.mark.django_db
@@ -43,10 +44,13 @@ def background_recall_both_ways(
         read.append(len(loaded.entries))
         return loaded
 
+    # The load stage alone: no fold requested between the two recalls (`fold_for_room`).
     with monkeypatch.context() as patch:
+        patch.setattr(recalls, "fold_for_room", lambda *args, **kwargs: None)
         patch.setattr(intact, "load_context", counting)
         short = services.recall(thread, budget, mode="background")
     with monkeypatch.context() as patch:
+        patch.setattr(recalls, "fold_for_room", lambda *args, **kwargs: None)
         patch.setattr(intact, "load_context", load.load_visible)
         full = services.recall(thread, budget, mode="background")
     return short, full, read[0]

@@ -155,7 +155,7 @@ for turn in range(6):
         {"role": "user", "content": f"Question {turn}: where is order NW-{turn}?"},
         {"role": "assistant", "content": f"Order NW-{turn} ships on day {turn}."},
     ])
-context = services.recall(thread, 400)
+context = services.recall(thread, 500)
 assert context.summaries_used, (context.decline, context.text)
 assert "Order NW-5 ships on day 5." in context.text
 assert context.as_chat_messages()[-1] == {"role": "assistant",
