@@ -148,12 +148,24 @@ def check_contract(
     assert result.tokens <= budget - RecallConfig.build().reserve_tokens
 
 
+def check_idempotent(thread: Thread, result: RecallResult, budget: int) -> None:
+    """(e) the same context again, and no summarizer call."""
+    calls = SummarizerCall.objects.filter(thread=thread).count()
+    again = services.recall(thread, budget)
+    assert again.messages == result.messages and again.text == result.text
+    assert SummarizerCall.objects.filter(thread=thread).count() == calls
+
+
+#: Rooms from a few messages to a whole conversation.
+BUDGETS = st.lists(st.sampled_from([500, 600, 1000, 1500, 4000, 16_000, 128_000]),
+                   min_size=1, max_size=3)
+
+
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                    HealthCheck.data_too_large])
 @given(
     conversation=turns(),
-    budgets=st.lists(st.sampled_from([500, 600, 1000, 1500, 4000, 16_000, 128_000]),
-                     min_size=1, max_size=3),
+    budgets=BUDGETS,
 )
 def test_every_recall_keeps_the_contract(
     conversation: list[list[dict[str, Any]]], budgets: list[int]
@@ -165,10 +177,7 @@ def test_every_recall_keeps_the_contract(
         result = services.recall(thread, budget)
         check_contract(thread, result, budget, thread.last_turn)
         # (e) idempotent: the same context again, and no call.
-        calls = SummarizerCall.objects.filter(thread=thread).count()
-        again = services.recall(thread, budget)
-        assert again.messages == result.messages and again.text == result.text
-        assert SummarizerCall.objects.filter(thread=thread).count() == calls
+        check_idempotent(thread, result, budget)
         if len(turn) > 1:
             services.append(thread, turn[1:])
 
@@ -178,8 +187,7 @@ def test_every_recall_keeps_the_contract(
 ])
 @given(
     conversation=turns(),
-    budgets=st.lists(st.sampled_from([500, 600, 1000, 1500, 4000, 16_000, 128_000]),
-                     min_size=1, max_size=3),
+    budgets=BUDGETS,
 )
 def test_every_background_recall_keeps_the_contract_once_its_fold_has_run(
     eager_celery: None, conversation: list[list[dict[str, Any]]], budgets: list[int]
@@ -196,9 +204,6 @@ def test_every_background_recall_keeps_the_contract_once_its_fold_has_run(
             check_contract(thread, first, budget, thread.last_turn, pending=True)
             result = services.recall(thread, budget)
             check_contract(thread, result, budget, thread.last_turn)
-            calls = SummarizerCall.objects.filter(thread=thread).count()
-            again = services.recall(thread, budget)
-            assert again.messages == result.messages and again.text == result.text
-            assert SummarizerCall.objects.filter(thread=thread).count() == calls
+            check_idempotent(thread, result, budget)
             if len(turn) > 1:
                 services.append(thread, turn[1:])
