@@ -5,12 +5,13 @@ E005 decay, E006 tiers, E007 token counter, E008 default TTL, E009 format text,
 E010 background work (retries, batches, queue), E011 window compaction, E012 API limits,
 W002 the API schema needs drf-spectacular's AutoSchema, E013 trust and cost settings,
 E014 a configured feature's extra is not installed, W001 the summarizer's API key
-variable is empty, W003 Django's body cap refuses a message the content limit allows.
+variable is empty, W003 Django's body cap refuses a message the content limit allows, E015 search.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from importlib import import_module
 from typing import Any
@@ -96,6 +97,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
             hint = default or f"The default is {DEFAULTS[key]}."
             error(key, f"{rule.text}, got {get(key)!r}.", hint, "E004")
     _check_water_marks(error)
+    _check_search(error)
 
     if not DECAY(get("DECAY")):
         error("DECAY", f"is {get('DECAY')!r}.", f"Use {DECAY.text.removeprefix('must be ')}.",
@@ -183,11 +185,12 @@ def _check_water_marks(error: Any) -> None:
     high, low, share = get("FOLD_HIGH_WATER"), get("FOLD_LOW_WATER"), get("SUMMARY_SHARE")
     if not HIGH_WATER(high):
         error("FOLD_HIGH_WATER", f"{HIGH_WATER.text}, got {high!r}.",
-              "The default is 1.0: fold when the room is full.", "E004")
+              "The default is 0.6: fold once the context outgrows 60% of the room "
+              "(and FOLD_TRIGGER_MIN_TOKENS).", "E004")
     elif not FRACTION(low) or not below_high_water(low, high):
         error("FOLD_LOW_WATER", f"must be a fraction of the room above 0 and below "
               f"FOLD_HIGH_WATER, got {low!r}.",
-              "The default is 0.2: a fold leaves about 20% of the room verbatim.", "E004")
+              "The default is 0.1: a fold leaves about 10% of the room verbatim.", "E004")
     if not FRACTION(share):
         error("SUMMARY_SHARE", f"{FRACTION.text}, got {share!r}.",
               "The default is 0.25: summaries are merged once they hold more.", "E004")
@@ -195,6 +198,14 @@ def _check_water_marks(error: Any) -> None:
     if not is_number(wait) or wait < 0:
         error("INLINE_FOLD_WAIT", f"must be a non-negative number of seconds, got {wait!r}.",
               "The default is 10.0.", "E010")
+
+
+def _check_search(error: Any) -> None:
+    """E015: the PostgreSQL text search configuration, written into SQL as a name."""
+    language = memory_settings.SEARCH_LANGUAGE
+    if not isinstance(language, str) or not re.fullmatch(r"[a-z_]+", language):
+        error("SEARCH_LANGUAGE", f"must be a text search configuration name, got "
+              f"{language!r}.", "The default is 'english'; 'simple' does no stemming.", "E015")
 
 
 def _missing_extra(exc: MissingExtraError) -> CheckMessage:

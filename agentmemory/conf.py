@@ -38,14 +38,16 @@ DEFAULTS: dict[str, Any] = {
     "LOAD_COUNT": None,
     "TIERS": None,
     # summarize stage. Budget-driven: fold once the context would outgrow
-    # FOLD_HIGH_WATER x the room, down to a verbatim tail of FOLD_LOW_WATER x the room;
+    # FOLD_HIGH_WATER x the room (never below FOLD_TRIGGER_MIN_TOKENS: a smaller room
+    # folds when it is full), down to a verbatim tail of FOLD_LOW_WATER x the room;
     # merge summaries once they hold more than SUMMARY_SHARE x the room. One call reads at
     # most FOLD_INPUT_LIMIT tokens of span. TRIGGER_MIN_ENTRIES None: no count trigger; a
     # number: also fold once that many entries are loaded (the seeds' trigger).
-    "FOLD_HIGH_WATER": 1.0,
+    "FOLD_HIGH_WATER": 0.6,
+    "FOLD_TRIGGER_MIN_TOKENS": 8_000,
     "FOLD_LOW_WATER": 0.1,
     "SUMMARY_SHARE": 0.25,
-    "FOLD_INPUT_LIMIT": 16_000,
+    "FOLD_INPUT_LIMIT": 64_000,
     "TRIGGER_MIN_ENTRIES": None,
     "PRESERVE_RECENT": 5,
     "MIN_FOLD_ENTRIES": 2,
@@ -66,6 +68,9 @@ DEFAULTS: dict[str, Any] = {
     # background work (Celery). FOLD_QUEUE None: Celery's default queue. The periodic
     # tasks take their queue from the beat schedule (agentmemory.schedules).
     "FOLD_QUEUE": None,
+    # search: PostgreSQL's text search configuration for the index and the queries (read
+    # by migration 0011 when it builds the index: see docs/settings.md to change it).
+    "SEARCH_LANGUAGE": "english",
     "FOLD_RETRY_MAX": 3,
     "FOLD_RETRY_BACKOFF": 2.0,
     "FOLDS_PER_TASK": 10,

@@ -87,6 +87,7 @@ RECALL_OPTIONS: dict[str, tuple[str, Rule]] = {
     "reserve_tokens": ("RESERVE_TOKENS", NON_NEGATIVE_INT),
     "minimum_tokens": ("MINIMUM_TOKENS", NON_NEGATIVE_INT),
     "high_water": ("FOLD_HIGH_WATER", HIGH_WATER),
+    "trigger_min_tokens": ("FOLD_TRIGGER_MIN_TOKENS", NON_NEGATIVE_INT),
     "low_water": ("FOLD_LOW_WATER", FRACTION),
     "summary_share": ("SUMMARY_SHARE", FRACTION),
     "max_entries": ("MAX_ENTRIES", OPTIONAL_POSITIVE_INT),

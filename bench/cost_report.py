@@ -162,8 +162,9 @@ def _table(workload: str, budget: int, priced: dict[str, Priced],
         if "error" in run:
             rows.append([NAMES[mode], f"not run: {run['error']}"] + ["—"] * 9)
             continue
-        kinds = f"{run['chunks']:,} + {run['absorbing']:,} + {run['merges']:,}"
-        calls = f"{p.calls:,} ({kinds})" if mode in AGENTMEMORY_MODES else f"{p.calls:,}"
+        calls = f"{p.calls:,}"
+        if mode in AGENTMEMORY_MODES:
+            calls += f" ({run['chunks']:,} + {run['absorbing']:,} + {run['merges']:,})"
         bound = p.calls_bound()
         calls_verdict = ("pass" if p.calls <= bound else "within 4 ×" if
                          p.calls <= p.calls_bound(CALLS_CEILING) else "**fail**")

@@ -646,9 +646,12 @@ def main() -> None:
     if "cost" in parts:
         results["cost"] = cost.measure(skip_peers=args.skip_peers)
     results["elapsed_s"] = time.perf_counter() - started
+    RAW.parent.mkdir(exist_ok=True)
     if set(PARTS) <= set(parts):
-        RAW.parent.mkdir(exist_ok=True)
         RAW.write_text(json.dumps(results, indent=1))
+    else:  # a part run alone keeps its figures beside the full run's, never over them
+        RAW.with_name(f"benchmarks-{'-'.join(sorted(parts))}.json").write_text(
+            json.dumps(results, indent=1))
     publish(results, args.output)
 
 

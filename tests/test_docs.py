@@ -47,6 +47,8 @@ BAD_VALUES: dict[str, Any] = {
     "FOLD_LOW_WATER": 1.0,
     "SUMMARY_SHARE": 1,
     "FOLD_INPUT_LIMIT": 0,
+    "FOLD_TRIGGER_MIN_TOKENS": -1,
+    "SEARCH_LANGUAGE": "english; drop table",
     "FOLD_BUDGET": 0,
     "INLINE_FOLD_WAIT": -1,
     "FOLD_QUEUE": "",

@@ -276,6 +276,9 @@ class RecallRequestSerializer(StrictSerializer):
     high_water = serializers.FloatField(
         required=False, allow_null=True, min_value=0.01, max_value=1.0
     )
+    trigger_min_tokens = serializers.IntegerField(
+        required=False, min_value=0, max_value=MAX_BUDGET
+    )
     low_water = serializers.FloatField(required=False, min_value=0.01, max_value=0.99)
     summary_share = serializers.FloatField(required=False, min_value=0.01, max_value=0.99)
     input_limit = serializers.IntegerField(required=False, min_value=100, max_value=MAX_BUDGET)

@@ -52,10 +52,11 @@ class RecallConfig:
     max_entries: int | None
     header: str
     footer: str
-    high_water: float | None = 1.0
+    high_water: float | None = 0.6
+    trigger_min_tokens: int = 8_000
     low_water: float = 0.1
     summary_share: float = 0.25
-    input_limit: int = 16_000
+    input_limit: int = 64_000
 
     @property
     def budget_driven(self) -> bool:

@@ -1,8 +1,9 @@
 """Plan: which span a budget-driven fold takes next, as a pure function of what is loaded.
 
 The context is summaries first, then the newest whole turns. A fold is due when that
-would outgrow ``high_water`` x the room (or, with the seeds' count trigger, once
-``trigger_min_entries`` are loaded). It then folds, oldest first:
+would outgrow the trigger (`fold_trigger`: ``high_water`` x the room, but never less
+than ``trigger_min_tokens``), or, with the seeds' count trigger, once
+``trigger_min_entries`` are loaded. It then folds, oldest first:
 
 1. a run of messages into a *chunk* summary (level 1: it stands for messages only),
    leaving a verbatim tail of about ``low_water`` x the room, so folds are far apart;
@@ -153,9 +154,21 @@ def pressure(tally: Tally, room: int, config: RecallConfig, *, complete: bool) -
         return True
     if config.trigger_min_entries is not None and tally.rows >= config.trigger_min_entries:
         return True
-    if config.high_water is None:
+    trigger = fold_trigger(room, config)
+    if trigger is None:
         return False
-    return tally.cost > room * config.high_water or _summaries_over_tally(tally, room, config)
+    return tally.cost > trigger or _summaries_over_tally(tally, room, config)
+
+
+def fold_trigger(room: int, config: RecallConfig) -> float | None:
+    """The context size, in tokens, past which a budget-driven fold is due (None: no
+    token trigger). ``high_water`` x the room, but not below ``trigger_min_tokens`` and
+    not above the room: folding before the room is full pays only once the context a
+    fold leaves is long enough to be billed at the provider's cached price and the
+    tokens between folds are many against one summarizer call (docs/benchmarks.md)."""
+    if config.high_water is None:
+        return None
+    return min(float(room), max(room * config.high_water, float(config.trigger_min_tokens)))
 
 
 def _summaries_over(entries: list[MemoryEntry], room: int, config: RecallConfig) -> bool:
@@ -196,7 +209,8 @@ def next_fold(
     blocks = blocks_of(entries).blocks
     total = sum(block.tokens for block in blocks)
     needed = not complete or total > room
-    over = needed or (config.high_water is not None and total > room * config.high_water)
+    trigger = fold_trigger(room, config)
+    over = needed or (trigger is not None and total > trigger)
     counted = (
         config.trigger_min_entries is not None and len(entries) >= config.trigger_min_entries
     )
