@@ -159,3 +159,28 @@ def test_a_merged_summary_says_how_many_original_messages_and_which_turns() -> N
         assert f"standing for {len(originals)} original messages of turns {first}-{last}" in label
         assert f"handle {summary.summary_key}]" in label
         assert summary.coverage.message_count == len(originals) > summary.coverage.entry_count
+
+
+@pytest.mark.parametrize("shape", ["heavy", "chatty"])
+def test_a_chunk_of_expiring_messages_absorbs_no_summary(shape: str) -> None:
+    """A summary expires with the earliest original it stands for: a chunk that absorbed
+    an older summary would bring its own newer originals back verbatim when that one
+    expires, to be folded again. Under a TTL every summary stands for messages only or
+    for summaries only; without one, chunks do absorb (one call per fold)."""
+    from datetime import timedelta
+
+    def kinds(thread: Thread) -> set[tuple[bool, ...]]:
+        out = set()
+        for summary in MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY):
+            sources = services.expand(summary)
+            out.add(tuple(sorted({entry.is_summary for entry in sources})))
+        return out
+
+    with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        expiring = Thread.objects.create(ttl=timedelta(days=7))
+        converse(expiring, shape, 160, 4000)
+        lasting = Thread.objects.create()
+        converse(lasting, shape, 160, 4000)
+    assert (False, True) not in kinds(expiring)
+    assert (False,) in kinds(expiring) and (True,) in kinds(expiring)
+    assert (False, True) in kinds(lasting)

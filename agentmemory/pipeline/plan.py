@@ -310,7 +310,8 @@ def _chunk(
     absorb: list[Block] = []
     index = first - 1
     while (
-        index >= 0 and blocks[index].is_summary
+        not expiring(blocks[first:last])
+        and index >= 0 and blocks[index].is_summary
         and summary_tokens + estimate > share
         and sum(b.tokens for b in absorb) + blocks[index].tokens <= config.input_limit // 2
     ):
@@ -329,6 +330,18 @@ def _chunk(
     merged = [b.entries[0] for b in absorb]
     capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
     return FoldPlan.over([*merged, *(e for b in span for e in b.entries)], absorbed=capped)
+
+
+def expiring(run: list[Block]) -> bool:
+    """Whether the run's messages expire. A summary expires with the earliest original it
+    stands for, so a chunk that absorbed older summaries would die with them and bring
+    its own, newer originals back verbatim, to be folded again (and a rolling summary
+    every chunk since the one it began with): such a chunk absorbs nothing, and the
+    summaries are merged instead (a merged summary's newer children come back as
+    summaries, not as originals)."""
+    return any(
+        entry.expires_at is not None for block in run for entry in block.entries
+    )
 
 
 def _merge(blocks: list[Block], limit: int) -> FoldPlan | None:

@@ -7,8 +7,8 @@ ledger keeps every summarizer call made before it raised.
 
 One module per concern: `threads` (policy), `appends`, `recalls` (recall and fold,
 over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give-up),
-`summaries` (expand, unfold, regenerate, review, retire), `integrity` (verify) and
-`retention` (erase, purge). Every name is importable from here.
+`summaries` (expand, unfold, regenerate, review, retire), `integrity` (verify),
+`retention` (erase, purge) and `search` (search, expand for the model). Every name is importable from here.
 """
 
 from __future__ import annotations
@@ -61,6 +61,15 @@ from agentmemory.services.retention import (
     erase_user,
     purge_expired,
 )
+from agentmemory.services.search import (
+    MAX_SEARCH_LIMIT,
+    Expansion,
+    InvalidSearchQuery,
+    SearchHit,
+    UnknownHandleError,
+    expand_for_model,
+    search,
+)
 from agentmemory.services.summaries import (
     NOT_REGENERABLE,
     TAMPERED,
@@ -87,11 +96,16 @@ from agentmemory.window.compact import (
 __all__ = [
     "BROKER_BACKOFF_SECONDS",
     "FOLD_IN_PROGRESS",
+    "MAX_SEARCH_LIMIT",
     "NOT_REGENERABLE",
     "TAMPERED",
     "UNFOLDED",
     "BrokerBackoff",
     "Compaction",
+    "Expansion",
+    "InvalidSearchQuery",
+    "SearchHit",
+    "UnknownHandleError",
     "FoldOutcome",
     "FoldRequest",
     "FoldState",
@@ -111,6 +125,7 @@ __all__ = [
     "erase_thread",
     "erase_user",
     "expand",
+    "expand_for_model",
     "expand_span",
     "fold",
     "fold_due",
@@ -135,6 +150,7 @@ __all__ = [
     "report_tampered_span",
     "request_fold",
     "resign_summary",
+    "search",
     "retire",
     "retire_expired",
     "review",

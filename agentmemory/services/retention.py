@@ -18,6 +18,7 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, SpanSource, Thread
 from agentmemory.pipeline.intact import derived_summary_ids
+from agentmemory.search.index import forget_deleted
 from agentmemory.window.compact import entry_digest
 
 
@@ -31,6 +32,7 @@ def erase_entry(entry: MemoryEntry) -> None:
         RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
         FoldedSpan.objects.filter(pk__in=span_ids).delete()
         MemoryEntry.objects.filter(pk__in=ids).delete()
+        forget_deleted()
 
 
 def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
@@ -94,11 +96,17 @@ def erase_thread(thread: Thread) -> None:
     """Delete a thread with everything in it: entries, summaries, spans, latches. Its
     summarizer calls stay in the ledger, linked to no thread."""
     with transaction.atomic():
-        if not Thread.objects.lock(thread.pk):
-            return  # erased meanwhile by another request
-        # Clear coverage links first so deletion is not one SET NULL per summary.
-        MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
-        thread.delete()
+        if _delete_thread(thread):
+            forget_deleted()
+
+
+def _delete_thread(thread: Thread) -> bool:
+    if not Thread.objects.lock(thread.pk):
+        return False  # erased meanwhile by another request
+    # Clear coverage links first so deletion is not one SET NULL per summary.
+    MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
+    thread.delete()
+    return True
 
 
 def clear_thread(thread: Thread) -> None:
@@ -122,7 +130,8 @@ def erase_user(user_id: int) -> int:
     with transaction.atomic():
         threads = list(Thread.objects.filter(owner_id=user_id).order_by("pk"))
         for thread in threads:
-            erase_thread(thread)
+            _delete_thread(thread)
+        forget_deleted()
     return len(threads)
 
 
@@ -195,4 +204,6 @@ def purge_expired(
                 MemoryEntry._meta.label, 0
             )
         batches += 1
+    if entries:
+        forget_deleted()
     return PurgeResult(entries=entries, spans=spans, batches=batches)

@@ -1,0 +1,1 @@
+"""Full-text search over a thread's originals: the query parser and the index per database."""

@@ -1,0 +1,334 @@
+"""Memory search and expand for the model (issue 23), on the database under test.
+
+Search finds originals by words and quoted phrases through the full-text index of
+migration 0011 (FTS5 on SQLite, a GIN index on PostgreSQL), only in the caller's
+threads; erasure and expiry take entries out of it; hostile query text is a typed
+error. Expand pages a summary's direct sources within a budget without parting a
+tool call from its results.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from datetime import timedelta
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import close_old_connections, connection
+from django.test import override_settings
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentmemory import services
+from agentmemory.models import MemoryEntry, Thread
+from agentmemory.search.index import FTS_TABLE
+from agentmemory.search.query import InvalidSearchQuery, parse_query
+from tests.helpers import add_turns
+
+pytestmark = pytest.mark.django_db
+
+
+def owner(name: str = "ada") -> object:
+    return get_user_model().objects.create_user(name)
+
+
+def say(thread: Thread, *texts: str, role: str = "user") -> list[MemoryEntry]:
+    return services.append(thread, [{"role": role, "content": text} for text in texts])
+
+
+def test_words_must_all_match_and_the_better_match_ranks_first() -> None:
+    thread = Thread.objects.create(owner=owner())
+    weak, strong, _ = say(
+        thread,
+        "The parcel for the refund went out on Monday with several other items, a long "
+        "message about many unrelated things such as weather and opening hours.",
+        "Refund parcel: the refund for the parcel is approved.",
+        "Nothing about it here.",
+    )
+    hits = services.search(thread, "refund parcel")
+    assert [hit.entry_id for hit in hits] == [strong.pk, weak.pk]
+    assert hits[0].score > hits[1].score
+    assert "**" in hits[0].snippet and "refund" in hits[0].snippet.lower()
+    assert services.search(thread, "refund zebra") == []
+
+
+def test_a_quoted_phrase_matches_the_words_in_that_order_only() -> None:
+    thread = Thread.objects.create(owner=owner())
+    together, apart = say(thread, "the blue box arrived", "a box, painted blue, arrived")
+    assert [h.entry_id for h in services.search(thread, '"blue box"')] == [together.pk]
+    assert {h.entry_id for h in services.search(thread, "blue box")} == {together.pk, apart.pk}
+
+
+def test_only_the_callers_threads_are_searched() -> None:
+    ada, bob = owner("ada"), owner("bob")
+    mine = Thread.objects.create(owner=ada)
+    other = Thread.objects.create(owner=ada)
+    theirs = Thread.objects.create(owner=bob)
+    (a,) = say(mine, "order ORD-55 is late")
+    (b,) = say(other, "order ORD-55 shipped")
+    say(theirs, "order ORD-55 belongs to bob")
+    assert {h.entry_id for h in services.search(ada, "ORD 55")} == {a.pk, b.pk}
+    assert [h.entry_id for h in services.search(mine, "ORD 55")] == [a.pk]
+    assert {h.thread_id for h in services.search(bob, "ORD 55")} == {theirs.pk}
+
+
+def test_roles_and_time_bounds_filter_hits() -> None:
+    thread = Thread.objects.create(owner=owner())
+    now = timezone.now()
+    services.append(thread, [{"role": "user", "content": "where is invoice 7"}],
+                    now=now - timedelta(days=2))
+    services.append(thread, [{"role": "assistant", "content": "invoice 7 was paid"}], now=now)
+    assert [h.role for h in services.search(thread, "invoice", roles=["assistant"])] == [
+        "assistant"]
+    assert [h.role for h in services.search(thread, "invoice",
+                                            before=now - timedelta(days=1))] == ["user"]
+    assert [h.role for h in services.search(thread, "invoice",
+                                            after=now - timedelta(days=1))] == ["assistant"]
+
+
+def test_a_hit_says_which_summary_covers_it_now() -> None:
+    thread = Thread.objects.create(owner=owner())
+    add_turns(thread, 12)
+    result = services.recall(thread, 600, mode="inline")
+    assert result.summaries_used
+    hits = services.search(thread, '"order 1 for Ada"')
+    assert len(hits) == 1
+    covered = MemoryEntry.objects.get(pk=hits[0].entry_id).covered_by
+    assert covered is not None
+    assert hits[0].covered_by_id == covered.pk
+    assert hits[0].covered_by_handle == covered.summary_key
+    newest = services.search(thread, '"order 12 for Ada"')[0]
+    assert newest.covered_by_id is None and newest.covered_by_handle is None
+
+
+def test_summaries_and_memory_tool_results_are_not_indexed() -> None:
+    thread = Thread.objects.create(owner=owner())
+    services.append(thread, [
+        {"role": "user", "content": "find the zanzibar shipment"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "m1", "name": "memory_search", "arguments": json.dumps({"query": "x"})}]},
+        {"role": "tool", "tool_name": "memory_search", "tool_call_id": "m1",
+         "content": "retrieved memory: zanzibar shipment left on 3 May"},
+        {"role": "assistant", "content": "It left on 3 May."},
+    ])
+    hits = services.search(thread, "zanzibar")
+    assert [h.role for h in hits] == ["user"]
+
+
+@pytest.mark.parametrize("text", [
+    '"unbalanced', 'a "b" "c', "nul\x00byte", "", "   ", "***", "\x07", "x" * 501,
+    " ".join(f"w{i}" for i in range(17)), 42,
+])
+def test_query_text_that_is_not_words_and_phrases_is_a_typed_error(text: object) -> None:
+    thread = Thread.objects.create(owner=owner())
+    with pytest.raises(InvalidSearchQuery) as caught:
+        services.search(thread, text)  # type: ignore[arg-type]
+    assert caught.value.field == "q"
+
+
+@pytest.mark.parametrize("text", [
+    "NEAR(alpha beta)", "alpha OR beta", "NOT alpha", "col:value", "alpha* ^beta",
+    "(alpha AND beta)", "'alpha'", "alpha - beta", "{alpha beta}", "alpha + beta",
+    "alpha:*", "!alpha & beta | col", "alpha <-> beta", "alpha <near> beta",
+])
+def test_engine_operators_are_plain_punctuation(text: str) -> None:
+    # Every word of these queries is in the message (PostgreSQL drops its stop words,
+    # "or", "and", "not", from both sides), so each is one plain match.
+    thread = Thread.objects.create(owner=owner())
+    (entry,) = say(thread, "near alpha beta or not col value and the rest")
+    assert [h.entry_id for h in services.search(thread, text)] == [entry.pk]
+
+
+@settings(max_examples=150, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=st.text(max_size=80))
+def test_any_text_gives_hits_or_a_typed_error_never_another(text: str) -> None:
+    thread = Thread.objects.get_or_create(title="hostile")[0]
+    if not thread.entries.exists():
+        say(thread, 'near "quoted" text with * and ( brackets ) and col:on NOT here')
+    try:
+        hits = services.search(thread, text)
+    except InvalidSearchQuery as exc:
+        assert exc.field == "q"
+    else:
+        assert all(h.thread_id == thread.pk for h in hits)
+
+
+@pytest.mark.parametrize("field, kwargs", [
+    ("limit", {"limit": 0}), ("limit", {"limit": 51}), ("limit", {"limit": "5"}),
+    ("roles", {"roles": []}), ("roles", {"roles": ["robot"]}),
+])
+def test_bad_options_name_their_field(field: str, kwargs: dict[str, object]) -> None:
+    thread = Thread.objects.create(owner=owner())
+    with pytest.raises(InvalidSearchQuery) as caught:
+        services.search(thread, "word", **kwargs)  # type: ignore[arg-type]
+    assert caught.value.field == field
+
+
+UNIQUE = "qqzxwordcanary41"
+
+
+def index_holds(term: str) -> bool:
+    """Whether the SQLite index's own storage still holds ``term`` (in any segment, a
+    deleted row's included): the bytes of its data blocks."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT COUNT(*) FROM {FTS_TABLE}_data WHERE instr(block, ?) > 0",
+                       [term.encode()])
+        return bool(cursor.fetchone()[0])
+
+
+@pytest.mark.parametrize("how", ["entry", "thread", "user", "expiry"])
+def test_erasure_and_expiry_take_an_entry_out_of_the_index(how: str) -> None:
+    user = owner()
+    thread = Thread.objects.create(owner=user, ttl=timedelta(days=2))
+    keep = Thread.objects.create(owner=user)
+    start = timezone.now() - timedelta(days=1)
+    later = timezone.now() + timedelta(days=2)
+    (secret,) = services.append(thread, [{"role": "user", "content": f"code {UNIQUE} here"}],
+                                now=start)
+    say(keep, *[f"filler message number {n} about parcels" for n in range(30)])
+    assert [h.entry_id for h in services.search(user, UNIQUE)] == [secret.pk]
+    sqlite = connection.vendor == "sqlite"
+    if sqlite:
+        assert index_holds(UNIQUE)  # the scan below can see the term
+    # Expired, it is invisible at once, before any purge.
+    if how == "expiry":
+        assert services.search(user, UNIQUE, now=later) == []
+        services.purge_expired(now=later)
+    elif how == "entry":
+        services.erase_entry(secret)
+    elif how == "thread":
+        services.erase_thread(thread)
+    else:
+        services.erase_user(user.pk)  # type: ignore[attr-defined]
+    assert services.search(user, UNIQUE) == []
+    if sqlite:
+        assert not index_holds(UNIQUE)
+    if how != "user":
+        assert len(services.search(keep, "filler parcels", limit=50)) == 30
+
+
+@pytest.mark.postgres_only
+@pytest.mark.django_db(transaction=True)
+def test_concurrent_appends_and_erasures_stay_searchable() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("concurrent writers need PostgreSQL (SQLite's test database locks)")
+    user = owner()
+    threads = [Thread.objects.create(owner=user) for _ in range(4)]
+    doomed = say(threads[0], *[f"doomed note {n}" for n in range(20)])
+    barrier = threading.Barrier(len(threads) + 1)
+    errors: list[BaseException] = []
+
+    def write(thread: Thread, index: int) -> None:
+        try:
+            barrier.wait(timeout=10)
+            for n in range(25):
+                say(thread, f"worker {index} wrote kumquat line {n}")
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+        finally:
+            close_old_connections()
+
+    def erase() -> None:
+        try:
+            barrier.wait(timeout=10)
+            for entry in doomed:
+                services.erase_entry(entry)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            close_old_connections()
+
+    workers = [threading.Thread(target=write, args=(t, i)) for i, t in enumerate(threads[1:])]
+    workers.append(threading.Thread(target=erase))
+    for worker in workers:
+        worker.start()
+    barrier.wait(timeout=10)
+    for worker in workers:
+        worker.join(timeout=60)
+    assert errors == []
+    found = services.search(user, "kumquat", limit=50)
+    assert len(found) == 50
+    per_thread = {t.pk: len(services.search(t, "kumquat", limit=50)) for t in threads[1:]}
+    assert per_thread == {t.pk: 25 for t in threads[1:]}
+    assert services.search(user, "doomed note") == []
+
+
+# ------------------------------------------------------------------ expand_for_model
+
+
+def folded_thread(turns: int = 16) -> tuple[Thread, MemoryEntry]:
+    thread = Thread.objects.create(owner=owner())
+    add_turns(thread, turns)
+    result = services.recall(thread, 700, mode="inline")
+    summary = MemoryEntry.objects.get(pk=result.summaries_used[0])
+    return thread, summary
+
+
+def test_expand_returns_the_direct_sources_page_by_page_within_the_budget() -> None:
+    thread, summary = folded_thread()
+    sources = services.expand(summary)
+    first = services.expand_for_model(thread, summary.summary_key, budget_tokens=200)
+    assert first.pages > 1 and first.page == 1
+    seen = list(first.entries)
+    for page in range(2, first.pages + 1):
+        more = services.expand_for_model(thread, summary.summary_key, budget_tokens=200,
+                                         page=page)
+        assert more.tokens <= 200 or len(more.entries) <= 4
+        seen += more.entries
+    assert [e.pk for e in seen] == [e.pk for e in sources]
+    assert first.tokens <= 200
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(budget=st.integers(min_value=50, max_value=2000))
+def test_no_page_parts_a_tool_call_from_its_results(budget: int) -> None:
+    thread = Thread.objects.filter(title="expand-pairs").first()
+    if thread is None:
+        thread = Thread.objects.create(title="expand-pairs")
+        add_turns(thread, 14)
+        services.recall(thread, 700, mode="inline")
+    summary = MemoryEntry.objects.summaries().filter(thread=thread).first()
+    assert summary is not None
+    expansion = services.expand_for_model(thread, summary.summary_key, budget_tokens=budget)
+    for page in range(1, expansion.pages + 1):
+        entries = services.expand_for_model(thread, summary.summary_key,
+                                            budget_tokens=budget, page=page).entries
+        calls = {c["id"] for e in entries for c in e.tool_calls or []}
+        results = {e.tool_call_id for e in entries if e.role == "tool"}
+        assert calls == results
+        if not expansion.cut:
+            assert sum(e.token_count + 1 for e in entries) <= budget
+
+
+def test_an_unknown_handle_or_page_is_a_typed_error() -> None:
+    thread, summary = folded_thread()
+    with pytest.raises(services.UnknownHandleError):
+        services.expand_for_model(thread, "msg-summary-999-1000", budget_tokens=500)
+    other = Thread.objects.create(owner=owner("eve"))
+    with pytest.raises(services.UnknownHandleError):
+        services.expand_for_model(other, summary.summary_key, budget_tokens=500)
+    with pytest.raises(InvalidSearchQuery) as caught:
+        services.expand_for_model(thread, summary.summary_key, budget_tokens=500, page=99)
+    assert caught.value.field == "page"
+    with pytest.raises(InvalidSearchQuery) as caught:
+        services.expand_for_model(thread, summary.summary_key, budget_tokens=10)
+    assert caught.value.field == "budget_tokens"
+
+
+def test_a_block_larger_than_the_budget_is_cut_to_fit_and_says_so() -> None:
+    thread = Thread.objects.create(owner=owner())
+    big = "word " * 3000
+    services.append(thread, [{"role": "user", "content": big}])
+    add_turns(thread, 6, start=2)
+    with override_settings(AGENTMEMORY={"FOLD_LOW_WATER": 0.05}):
+        result = services.recall(thread, 2500, mode="inline")
+    summary = MemoryEntry.objects.get(pk=result.summaries_used[0])
+    expansion = services.expand_for_model(thread, summary.summary_key, budget_tokens=300)
+    assert expansion.cut
+    cut = next(e for e in expansion.entries if e.pk in expansion.cut)
+    assert "cut to fit" in cut.content
+    assert MemoryEntry.objects.get(pk=cut.pk).content == big  # the stored original is whole
