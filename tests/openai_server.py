@@ -28,7 +28,7 @@ import json
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -111,7 +111,16 @@ class Delay:
     then: Reply | Failure = field(default_factory=Reply)
 
 
-Scripted = Reply | Failure | Delay
+@dataclass(frozen=True)
+class Respond:
+    """A reply computed from the request body: a scripted model that reads what it was
+    sent (``answer(body) -> Reply``), e.g. one that calls a tool with what an earlier
+    tool result told it."""
+
+    answer: Callable[[Any], Reply]
+
+
+Scripted = Reply | Failure | Delay | Respond
 
 
 @dataclass(frozen=True)
@@ -347,6 +356,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if isinstance(scripted, Delay):
             owner._wait(scripted.seconds)
             scripted = scripted.then
+        if isinstance(scripted, Respond):
+            scripted = scripted.answer(body)
         if isinstance(scripted, Failure):
             self._send_json(scripted.status, scripted.body(), scripted.headers)
         else:

@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from agentmemory import services
 from agentmemory.models import MemoryEntry, Thread
 from agentmemory.search.index import FTS_TABLE
-from agentmemory.search.query import InvalidSearchQuery, parse_query
+from agentmemory.search.query import InvalidSearchQuery
 from tests.helpers import add_turns
 
 pytestmark = pytest.mark.django_db

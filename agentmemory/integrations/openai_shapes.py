@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from django.utils.crypto import salted_hmac
 
 from agentmemory import services
+from agentmemory import tools as memory
 from agentmemory.exceptions import AgentMemoryError, InvalidMessageError
 from agentmemory.integrations.openai_messages import chat_messages, input_items, response_input
 from agentmemory.shapes import ITEM_FIELDS, as_mapping, flat_message
@@ -138,6 +139,7 @@ def chat_turn(
     instructions: str = "",
     tools: Sequence[Mapping[str, Any]] = (),
     call_tool: Callable[[str, str], str] | None = None,
+    memory_tools: bool = False,
     max_rounds: int = 8,
     **create_options: Any,
 ) -> Any:
@@ -148,7 +150,11 @@ def chat_turn(
     ``client.chat.completions.create`` with ``instructions`` as a leading system message
     (not stored), and appends the reply. While the reply calls tools, each call is run
     as ``call_tool(name, arguments_json)``, its result appended, and the model asked
-    again, at most ``max_rounds`` requests (then ``ToolLoopError``).
+    again, at most ``max_rounds`` requests (then ``ToolLoopError``). With
+    ``memory_tools=True`` the model is also offered `agentmemory.tools` (``memory_search``,
+    ``memory_expand``), and its calls of them are run by `tools.run` on this thread
+    (each result at most a quarter of ``budget_tokens``), not by ``call_tool``; their
+    results are stored as tool messages like any other.
 
     Every request carries ``prompt_cache_key=prompt_cache_key(thread)``, so the provider
     routes a thread's turns to the cache that holds their common prefix; a
@@ -157,12 +163,13 @@ def chat_turn(
     """
     if tools and call_tool is None:
         raise ToolLoopError("chat_turn was given tools without call_tool to run them.")
+    offered = [*tools, *(memory.chat_tools() if memory_tools else [])]
     services.append(thread, {"role": "user", "content": user_message})
     options = dict(create_options)
     if not _names_cache_key(options):
         options[PROMPT_CACHE_KEY] = prompt_cache_key(thread)
-    if tools:
-        options["tools"] = list(tools)
+    if offered:
+        options["tools"] = offered
     lead = [{"role": "system", "content": instructions}] if instructions else []
     for _ in range(max_rounds):
         context = services.recall(thread, budget_tokens)
@@ -173,13 +180,26 @@ def chat_turn(
         services.append(thread, reply_message(reply))
         if not reply.tool_calls:
             return reply
-        if call_tool is None:
-            raise ToolLoopError("The model called a tool and chat_turn has no call_tool.")
         services.append(thread, [
             {"role": "tool", "tool_call_id": call.id, "tool_name": call.function.name,
-             "content": call_tool(call.function.name, call.function.arguments)}
+             "content": _run_tool(thread, call.function.name, call.function.arguments,
+                                  call_tool, memory_tools=memory_tools,
+                                  budget_tokens=budget_tokens)}
             for call in reply.tool_calls
         ])
     raise ToolLoopError(
         f"The model still called tools after {max_rounds} rounds (max_rounds={max_rounds})."
     )
+
+
+def _run_tool(
+    thread: Thread, name: str, arguments: str, call_tool: Callable[[str, str], str] | None,
+    *, memory_tools: bool, budget_tokens: int,
+) -> str:
+    if memory_tools and name in memory.MEMORY_TOOL_NAMES_OFFERED:
+        # A quarter of the budget: the turn's calls and results must stay in its context.
+        return memory.run(thread, name, arguments, max_tokens=budget_tokens // 4)
+    if call_tool is None:
+        raise ToolLoopError(f"The model called the tool {name!r} and chat_turn has no "
+                            "call_tool.")
+    return call_tool(name, arguments)

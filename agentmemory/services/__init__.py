@@ -8,7 +8,8 @@ ledger keeps every summarizer call made before it raised.
 One module per concern: `threads` (policy), `appends`, `recalls` (recall and fold,
 over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give-up),
 `summaries` (expand, unfold, regenerate, review, retire), `integrity` (verify),
-`retention` (erase, purge) and `search` (search, expand for the model). Every name is importable from here.
+`retention` (erase, purge) and `search` (search, expand for the model). Every name is
+importable from here.
 """
 
 from __future__ import annotations
