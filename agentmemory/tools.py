@@ -86,6 +86,8 @@ TOOLS: tuple[MemoryTool, ...] = (
             "handle": {"type": "string", "description": "The summary's handle."},
             "page": {"type": ["integer", "null"], "minimum": 1,
                      "description": "Which page (default 1)."},
+            "entry": {"type": ["integer", "null"], "description": "A memory_search hit's "
+                      "entry number: the page that holds it (instead of page)."},
             "thread": {"type": ["integer", "null"], "description": "The thread a "
                        "memory_search hit named, when it is not this conversation."},
         }),
@@ -137,7 +139,7 @@ def run(
             return _search(thread, values["query"], values["limit"] or DEFAULT_HITS,
                            max_tokens)
         return _expand(thread, values["handle"], values["page"] or 1, values["thread"],
-                       max_tokens)
+                       values["entry"], max_tokens)
     except (ToolArgumentError, services.InvalidSearchQuery, services.UnknownHandleError) as exc:
         field = getattr(exc, "field", None)
         where = f" ({field})" if field and field != "handle" else ""
@@ -185,11 +187,13 @@ def _search(thread: Thread, query: str, limit: int, max_tokens: int) -> str:
     for number, hit in enumerate(hits, 1):
         where = f"thread {hit.thread_id}, " if hit.thread_id != thread.pk else ""
         if hit.covered_by_handle:
-            place = (f"folded into summary {hit.covered_by_handle}: memory_expand it"
-                     + (f" with thread {hit.thread_id}" if where else "") + " to read it whole")
+            place = (f"folded into summary {hit.covered_by_handle}: memory_expand handle "
+                     f"{hit.covered_by_handle} entry {hit.entry_id}"
+                     + (f" thread {hit.thread_id}" if where else "") + " reads it whole")
         else:
             place = "verbatim"
-        line = f"{number}. {where}turn {hit.turn}, {hit.role} ({place}): {defuse(hit.snippet)}"
+        line = (f"{number}. entry {hit.entry_id}, {where}turn {hit.turn}, {hit.role} "
+                f"({place}): {defuse(hit.snippet)}")
         cost = count_tokens(line) + 1
         if used + cost > max_tokens:
             break
@@ -202,7 +206,8 @@ def _search(thread: Thread, query: str, limit: int, max_tokens: int) -> str:
 
 
 def _expand(
-    thread: Thread, handle: str, page: int, thread_id: int | None, max_tokens: int
+    thread: Thread, handle: str, page: int, thread_id: int | None, entry_id: int | None,
+    max_tokens: int,
 ) -> str:
     target = thread
     if thread_id is not None and thread_id != thread.pk:
@@ -212,7 +217,7 @@ def _expand(
         target = other
     # The framing lines take about 60 tokens of the result.
     expansion = services.expand_for_model(target, handle, budget_tokens=max_tokens - 60,
-                                          page=page)
+                                          page=page, entry_id=entry_id)
     what = (f"the originals behind summary {defuse(expansion.handle)}, page {expansion.page} "
             f"of {expansion.pages}")
     lines = [OPEN.format(what=what), *(_entry_line(entry) for entry in expansion.entries)]

@@ -65,9 +65,10 @@ def searching_model() -> list[Respond]:
     order number it read: three requests."""
 
     def expand(body: dict[str, Any]) -> Reply:
-        handle = re.search(r"folded into summary (\S+):", last_tool_text(body))
-        assert handle, last_tool_text(body)
-        return call("memory_expand", {"handle": handle.group(1), "page": None, "thread": None}, 2)
+        hit = re.search(r"memory_expand handle (\S+) entry (\d+)", last_tool_text(body))
+        assert hit, last_tool_text(body)
+        return call("memory_expand", {"handle": hit.group(1), "page": None, "thread": None,
+                                      "entry": int(hit.group(2))}, 2)
 
     def answer(body: dict[str, Any]) -> Reply:
         found = re.search(r"ZX-\d+", last_tool_text(body))
@@ -84,8 +85,10 @@ def test_the_official_client_loop_finds_a_dropped_fact_in_two_tool_calls(
     openai_server.script(*searching_model())
     client = OpenAI(api_key=TEST_API_KEY, base_url=openai_server.base_url, max_retries=0)
     with override_settings(AGENTMEMORY=recording_settings(DROPS_EVERYTHING)):
+        # --8<-- [start:chat-memory-tools]
         reply = chat_turn(client, thread, "Which order was my kettle refund under?",
                           model=TEST_MODEL, budget_tokens=2000, memory_tools=True)
+        # --8<-- [end:chat-memory-tools]
     assert reply.content == f"Your refund is under order {FACT}."
     bodies = [request.body for request in openai_server.chat_requests]
     assert len(bodies) == 3
@@ -113,9 +116,11 @@ def test_the_agents_sdk_runner_calls_the_bound_function_tools(
     thread = folded_thread()
     openai_server.script(*searching_model())
     client = AsyncOpenAI(api_key=TEST_API_KEY, base_url=openai_server.base_url, max_retries=0)
-    agent = Agent(name="shop", instructions="Answer order questions.",
-                  model=OpenAIChatCompletionsModel(model=TEST_MODEL, openai_client=client),
+    model = OpenAIChatCompletionsModel(model=TEST_MODEL, openai_client=client)
+    # --8<-- [start:agents-memory-tools]
+    agent = Agent(name="shop", instructions="Answer order questions.", model=model,
                   tools=tools.agents_tools(thread))
+    # --8<-- [end:agents-memory-tools]
 
     async def run() -> Any:
         return await Runner.run(agent, "Which order was my kettle refund under?",
@@ -130,13 +135,21 @@ def test_the_agents_sdk_runner_calls_the_bound_function_tools(
 
 def test_langchain_tools_run_with_their_json_schemas() -> None:
     thread = folded_thread()
-    search, expand = tools.langchain_tools(thread)
+    # --8<-- [start:langchain-memory-tools]
+    search, expand = tools.langchain_tools(thread)  # model.bind_tools([search, expand])
+    # --8<-- [end:langchain-memory-tools]
     assert (search.name, expand.name) == ("memory_search", "memory_expand")
     found = search.invoke({"query": NEAR, "limit": 3})
-    handle = re.search(r"folded into summary (\S+):", found)
-    assert handle
-    assert SAID in expand.invoke({"handle": handle.group(1), "page": None, "thread": None})
-    assert SAID in async_to_sync(expand.ainvoke)({"handle": handle.group(1)})
+    hit = re.search(r"memory_expand handle (\S+) entry (\d+)", found)
+    assert hit
+    handle, entry = hit.group(1), int(hit.group(2))
+    assert SAID in expand.invoke({"handle": handle, "page": None, "thread": None,
+                                  "entry": entry})
+    assert SAID in async_to_sync(expand.ainvoke)({"handle": handle, "entry": entry})
+    # Without the entry, the first page: at this size not the one that holds it.
+    assert SAID not in tools.run(thread, "memory_expand", {"handle": handle}, max_tokens=200)
+    assert SAID in tools.run(thread, "memory_expand", {"handle": handle, "entry": entry},
+                             max_tokens=200)
     assert search.args_schema == tools.TOOLS[0].parameters
 
 

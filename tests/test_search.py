@@ -332,3 +332,19 @@ def test_a_block_larger_than_the_budget_is_cut_to_fit_and_says_so() -> None:
     cut = next(e for e in expansion.entries if e.pk in expansion.cut)
     assert "cut to fit" in cut.content
     assert MemoryEntry.objects.get(pk=cut.pk).content == big  # the stored original is whole
+
+
+def test_expand_finds_the_page_that_holds_a_hit() -> None:
+    thread, summary = folded_thread()
+    sources = services.expand(summary)
+    last = sources[-1]
+    page = services.expand_for_model(thread, summary.summary_key, budget_tokens=120,
+                                     entry_id=last.pk)
+    assert page.pages > 1 and page.page == page.pages
+    assert last.pk in [e.pk for e in page.entries]
+    elsewhere = MemoryEntry.objects.exclude(pk__in=[e.pk for e in sources]).first()
+    assert elsewhere is not None
+    with pytest.raises(InvalidSearchQuery) as caught:
+        services.expand_for_model(thread, summary.summary_key, budget_tokens=120,
+                                  entry_id=elsewhere.pk)
+    assert caught.value.field == "entry"

@@ -144,13 +144,15 @@ class Expansion:
 
 
 def expand_for_model(
-    thread: Thread, handle: str, *, budget_tokens: int, page: int = 1
+    thread: Thread, handle: str, *, budget_tokens: int, page: int = 1,
+    entry_id: int | None = None,
 ) -> Expansion:
     """Page ``page`` of the entries the summary with ``handle`` directly stands for, in
     thread order, each page within ``budget_tokens`` (each entry counted as in a
     context). Pages are made of whole blocks, so a tool call and its results are never
     on different pages; a block larger than the budget has a page of its own, its
-    messages' content cut to fit (`Expansion.cut` names them). Raises
+    messages' content cut to fit (`Expansion.cut` names them). With ``entry_id`` (a
+    search hit's entry), the page that holds that entry, whatever ``page`` says. Raises
     `UnknownHandleError` when the thread has no live summary with that handle, and
     `InvalidSearchQuery` for a budget or page out of range."""
     if not isinstance(budget_tokens, int) or budget_tokens < MIN_EXPAND_BUDGET:
@@ -174,6 +176,15 @@ def expand_for_model(
         .order_by("position", "id")
     )
     pages = _pages(blocks_of(children).blocks, budget_tokens)
+    if entry_id is not None:
+        holding = [number for number, blocks in enumerate(pages, 1)
+                   if any(e.pk == entry_id for block in blocks for e in block.entries)]
+        if not holding:
+            raise InvalidSearchQuery(
+                f"entry {entry_id!r} is not one of the messages summary {handle!r} stands "
+                "for directly.", field="entry",
+            )
+        page = holding[0]
     if not isinstance(page, int) or not 1 <= page <= max(len(pages), 1):
         raise InvalidSearchQuery(
             f"must be from 1 to {max(len(pages), 1)}, got {page!r}.", field="page"
