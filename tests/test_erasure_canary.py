@@ -198,6 +198,8 @@ def test_no_row_in_any_table_holds_an_erased_message(
                      *FoldedSpan.objects.values_list("missing_facts", flat=True)]
             assert sum(CANARY in facts for facts in notes) >= 3
 
+        # The search index finds it (test_search.py checks FTS5's own data blocks).
+        assert services.search(owner, "canary")
         survivors = list(
             MemoryEntry.objects.filter(thread=story.thread).messages()
             .exclude(content__icontains=CANARY)
@@ -206,6 +208,7 @@ def test_no_row_in_any_table_holds_an_erased_message(
         now = erase(story)
 
         assert rows_holding(CANARY) == {}
+        assert services.search(owner, "canary") == []
         if Thread.objects.filter(pk=story.thread.pk).exists():
             alive = MemoryEntry.objects.filter(pk__in=survivors)
             if now is not None:
