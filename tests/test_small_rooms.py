@@ -184,3 +184,23 @@ def test_a_chunk_of_expiring_messages_absorbs_no_summary(shape: str) -> None:
     assert (False, True) not in kinds(expiring)
     assert (False,) in kinds(expiring) and (True,) in kinds(expiring)
     assert (False, True) in kinds(lasting)
+
+
+@pytest.mark.django_db(transaction=True)  # the append's fold request runs on commit
+@pytest.mark.usefixtures("eager_celery")
+def test_a_background_thread_folds_a_large_turn_once_not_after_its_replies_and_again() -> None:
+    """Background mode, the worker caught up (eager): a turn whose replies outgrow the
+    room is folded once, on the next user message's append, not after the replies and
+    again after the message (the turn itself cannot be folded until then). The calls
+    stay within a few of the inline recall's on the same conversation, every context
+    gapless."""
+    counts = {}
+    for mode in ("inline", "background"):
+        testing.reset()
+        thread = Thread.objects.create(fold_budget=1000 if mode == "background" else None)
+        with override_settings(AGENTMEMORY={**recording_settings(SUMMARY),
+                                            "RECALL_MODE": mode}):
+            converse(thread, "chatty", 80, 1000)
+        counts[mode] = SummarizerCall.objects.filter(thread=thread).count()
+    assert counts["inline"] > 0
+    assert counts["background"] <= counts["inline"] * 1.2, counts

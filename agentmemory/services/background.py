@@ -32,7 +32,7 @@ from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import load_visible, tally_visible
 from agentmemory.pipeline.plan import pressure
-from agentmemory.pipeline.policy import fold_view, plan_next
+from agentmemory.pipeline.policy import fold_can_wait, fold_view, plan_next
 from agentmemory.pipeline.recall import FOLD_PENDING, settle
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
@@ -117,7 +117,9 @@ def fold_blocker(
     thread: Thread, *, now: datetime | None = None, unless_on_its_way: bool = False
 ) -> str | None:
     """Why a background fold would not fold now (`fold_due`): `NOTHING_TO_FOLD`, the
-    latch's reason, or ``quota-exceeded``; None when it would."""
+    latch's reason, or ``quota-exceeded``; None when it would. With
+    ``unless_on_its_way`` (an append's question) also `NOTHING_TO_FOLD` for a fold that
+    the next user message would have to repeat (`policy.fold_can_wait`)."""
     config = RecallConfig.build()
     now = now or timezone.now()
     room = context_room(thread.effective_fold_budget(), config)
@@ -140,6 +142,8 @@ def fold_blocker(
     plan = plan_next(entries, room, config, complete=complete)
     if plan is None:
         return NOTHING_TO_FOLD
+    if unless_on_its_way and complete and fold_can_wait(entries, plan, room, config):
+        return NOTHING_TO_FOLD  # the next user message's append folds it, in one call
     reason = latched(
         thread, FoldPurpose.RECALL_FOLD, span_key=plan.span_key, start_key=plan.start_key,
         span_tokens=plan.span_tokens,
