@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -212,20 +213,26 @@ def test_erasure_and_expiry_take_an_entry_out_of_the_index(how: str) -> None:
 
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
-def test_concurrent_appends_and_erasures_stay_searchable() -> None:
+def test_concurrent_appends_erasures_and_folds_stay_searchable() -> None:
     if connection.vendor != "postgresql":
         pytest.skip("concurrent writers need PostgreSQL (SQLite's test database locks)")
     user = owner()
     threads = [Thread.objects.create(owner=user) for _ in range(4)]
     doomed = say(threads[0], *[f"doomed note {n}" for n in range(20)])
-    barrier = threading.Barrier(len(threads) + 1)
+    folding = Thread.objects.create(owner=user)
+    add_turns(folding, 30)
+    barrier = threading.Barrier(len(threads) + 2)
+    folds: list[int] = []
+    spans: dict[str, tuple[float, float]] = {}
     errors: list[BaseException] = []
 
     def write(thread: Thread, index: int) -> None:
         try:
             barrier.wait(timeout=10)
+            began = time.monotonic()
             for n in range(25):
                 say(thread, f"worker {index} wrote kumquat line {n}")
+            spans[f"write-{index}"] = (began, time.monotonic())
         except BaseException as exc:  # noqa: BLE001 - reported below
             errors.append(exc)
         finally:
@@ -234,26 +241,48 @@ def test_concurrent_appends_and_erasures_stay_searchable() -> None:
     def erase() -> None:
         try:
             barrier.wait(timeout=10)
+            began = time.monotonic()
             for entry in doomed:
                 services.erase_entry(entry)
+            spans["erase"] = (began, time.monotonic())
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+        finally:
+            close_old_connections()
+
+    def fold() -> None:
+        try:
+            barrier.wait(timeout=10)
+            began = time.monotonic()
+            for budget in (3000, 2000, 1200, 800):
+                result = services.recall(folding, budget, mode="inline")
+                folds.extend(result.summaries_used)
+            spans["fold"] = (began, time.monotonic())
         except BaseException as exc:  # noqa: BLE001
             errors.append(exc)
         finally:
             close_old_connections()
 
     workers = [threading.Thread(target=write, args=(t, i)) for i, t in enumerate(threads[1:])]
-    workers.append(threading.Thread(target=erase))
+    workers += [threading.Thread(target=erase), threading.Thread(target=fold)]
     for worker in workers:
         worker.start()
     barrier.wait(timeout=10)
     for worker in workers:
         worker.join(timeout=60)
     assert errors == []
+    # The work overlapped: every worker was still at it when the last one began.
+    assert max(s for s, _ in spans.values()) < min(e for _, e in spans.values()), spans
     found = services.search(user, "kumquat", limit=50)
     assert len(found) == 50
     per_thread = {t.pk: len(services.search(t, "kumquat", limit=50)) for t in threads[1:]}
     assert per_thread == {t.pk: 25 for t in threads[1:]}
     assert services.search(user, "doomed note") == []
+    # Every folded original is still found, with the summary that covers it now.
+    assert folds
+    hits = services.search(folding, '"order 1 for Ada"')
+    assert len(hits) == 1 and hits[0].covered_by_id is not None
+    assert len(services.search(folding, "Lovelace", limit=50)) == 30
 
 
 # ------------------------------------------------------------------ expand_for_model
