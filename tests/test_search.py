@@ -16,6 +16,7 @@ from datetime import timedelta
 
 import pytest
 from django.contrib.auth import get_user_model
+from django.contrib.auth.models import AnonymousUser
 from django.db import close_old_connections, connection
 from django.test import override_settings
 from django.utils import timezone
@@ -377,3 +378,29 @@ def test_expand_finds_the_page_that_holds_a_hit() -> None:
         services.expand_for_model(thread, summary.summary_key, budget_tokens=120,
                                   entry_id=elsewhere.pk)
     assert caught.value.field == "entry"
+
+
+def test_no_owner_is_never_every_owner_and_every_thread_is_asked_by_name() -> None:
+    ada, bob = owner("ada"), owner("bob")
+    hits = [say(Thread.objects.create(owner=user), "order ORD-77 is late")[0].pk
+            for user in (ada, bob, None)]
+    for nobody in (None, AnonymousUser(), "ada"):
+        with pytest.raises(InvalidSearchQuery) as caught:
+            services.search(nobody, "ORD 77")
+        assert caught.value.field == "owner"
+    assert sorted(h.entry_id for h in services.search(services.EVERY_THREAD, "ORD 77")) == hits
+
+
+def test_time_bounds_compare_instants_in_any_offset_strictly() -> None:
+    thread = Thread.objects.create(owner=owner())
+    at = timezone.now().replace(microsecond=0)
+    (entry,) = services.append(thread, [{"role": "user", "content": "invoice 9"}], now=at)
+    plus5 = timezone.get_fixed_timezone(5 * 60)
+    assert services.search(thread, "invoice", after=(at - timedelta(hours=1)).astimezone(plus5))
+    assert services.search(thread, "invoice", before=(at + timedelta(hours=1)).astimezone(plus5))
+    assert not services.search(thread, "invoice", after=(at + timedelta(hours=1)).astimezone(plus5))
+    # Stored text on SQLite, a timestamp on PostgreSQL: at the bound, neither before nor after.
+    assert services.search(thread, "invoice", before=at) == []
+    assert services.search(thread, "invoice", after=at) == []
+    assert [h.entry_id for h in services.search(thread, "invoice", before=at
+                                                + timedelta(microseconds=1))] == [entry.pk]

@@ -63,13 +63,15 @@ class Candidate:
 
 @dataclass(frozen=True)
 class Scope:
-    """Whose entries: one thread, or every thread of one owner; and the optional filters."""
+    """Whose entries: one thread, every thread of one owner, or (``every_thread``, for
+    staff tools such as the admin) every thread; and the optional filters."""
 
     thread_id: int | None
     owner_id: int | None
     roles: tuple[str, ...] | None
     after: datetime | None
     before: datetime | None
+    every_thread: bool = False
 
 
 def lookup(query: SearchQuery, scope: Scope, *, limit: int, language: str) -> list[Candidate]:
@@ -85,19 +87,23 @@ def _filters(scope: Scope, params: list[Any]) -> str:
     if scope.thread_id is not None:
         where.append("e.thread_id = %s")
         params.append(scope.thread_id)
-    else:
+    elif scope.owner_id is not None:
         where.append("t.owner_id = %s")
         params.append(scope.owner_id)
+    elif not scope.every_thread:  # never every thread by omission
+        raise ValueError("A search scope names a thread, an owner or every_thread.")
     if scope.roles:
         where.append(f"e.role IN ({', '.join(['%s'] * len(scope.roles))})")
         params.extend(scope.roles)
+    # Adapted as the ORM adapts a DateTimeField: SQLite compares the stored UTC text, so
+    # an aware value in another offset (or with "+00:00" appended) would compare wrong.
     if scope.after is not None:
         where.append("e.created_at > %s")
-        params.append(scope.after)
+        params.append(connection.ops.adapt_datetimefield_value(scope.after))
     if scope.before is not None:
         where.append("e.created_at < %s")
-        params.append(scope.before)
-    return " AND ".join(where)
+        params.append(connection.ops.adapt_datetimefield_value(scope.before))
+    return " AND ".join(where) or "1 = 1"
 
 
 def _sqlite(query: SearchQuery, scope: Scope, limit: int) -> list[Candidate]:

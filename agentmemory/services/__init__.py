@@ -63,6 +63,7 @@ from agentmemory.services.retention import (
     purge_expired,
 )
 from agentmemory.services.search import (
+    EVERY_THREAD,
     MAX_SEARCH_LIMIT,
     Expansion,
     InvalidSearchQuery,
@@ -96,6 +97,7 @@ from agentmemory.window.compact import (
 
 __all__ = [
     "BROKER_BACKOFF_SECONDS",
+    "EVERY_THREAD",
     "FOLD_IN_PROGRESS",
     "MAX_SEARCH_LIMIT",
     "NOT_REGENERABLE",

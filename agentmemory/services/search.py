@@ -19,6 +19,7 @@ from agentmemory.search.query import InvalidSearchQuery, parse_query
 from agentmemory.trust.quarantine import strip_invisible
 
 __all__ = [
+    "EVERY_THREAD",
     "MAX_SEARCH_LIMIT",
     "Expansion",
     "InvalidSearchQuery",
@@ -31,6 +32,17 @@ __all__ = [
 MAX_SEARCH_LIMIT = 50
 #: The smallest page ``expand_for_model`` fills: room for a message and its framing.
 MIN_EXPAND_BUDGET = 50
+
+
+class _EveryThread:
+    def __repr__(self) -> str:
+        return "EVERY_THREAD"
+
+
+#: The scope of a staff tool's search (the admin's search box): every thread of every
+#: owner. Never the scope of a model or of an owner's request: those name the owner or
+#: the thread, and an owner of None is refused, never read as every thread.
+EVERY_THREAD = _EveryThread()
 
 
 class UnknownHandleError(AgentMemoryError, LookupError):
@@ -65,8 +77,9 @@ def search(
     after: datetime | None = None,
     now: datetime | None = None,
 ) -> list[SearchHit]:
-    """The originals of one thread, or of every thread of one owner (a user), that hold
-    every word and quoted phrase of ``query``, best match first, at most ``limit``.
+    """The originals of one thread, or of every thread of one owner (a user), or with
+    `EVERY_THREAD` of every thread, that hold every word and quoted phrase of ``query``,
+    best match first, at most ``limit``.
 
     Messages only (never summaries, never the memory tools' own results), not expired
     at ``now``; ``roles`` keeps those roles, ``after``/``before`` bound ``created_at``.
@@ -89,6 +102,8 @@ def search(
         )
     if isinstance(owner_or_thread, Thread):
         scope = Scope(owner_or_thread.pk, None, _roles(roles), after, before)
+    elif owner_or_thread is EVERY_THREAD:
+        scope = Scope(None, None, _roles(roles), after, before, every_thread=True)
     else:
         scope = Scope(None, getattr(owner_or_thread, "pk", None), _roles(roles), after, before)
         if scope.owner_id is None:
