@@ -98,12 +98,14 @@ ENDPOINTS = [
     Endpoint("receipts-at-turn", "get", "threads/{thread}/recalls/?turn=3"),
     Endpoint("receipt-retrieve", "get", "threads/{thread}/recalls/{receipt}/"),
     Endpoint("thread-savings", "get", "threads/{thread}/savings/"),
+    Endpoint("thread-search", "get", "threads/{thread}/search/?q=order"),
 ]
 #: The endpoints without a thread in the path: each answers for the requesting user.
 USER_ENDPOINTS = [
     Endpoint("threads-list", "get", "threads/"),
     Endpoint("threads-create", "post", "threads/", {"title": "mine"}),
     Endpoint("owner-savings", "get", "savings/"),
+    Endpoint("owner-search", "get", "search/?q=order"),
 ]
 BY_NAME = {endpoint.name: endpoint for endpoint in ENDPOINTS}
 ORIGINALS = {"originals", "originals-recursive"}
@@ -363,6 +365,9 @@ def test_lists_never_show_the_owners_data(who: str, world: World) -> None:
     assert threads.status_code == 200
     ids = {row["id"] for row in threads.json()["results"]}
     assert world.thread.pk not in ids
+    # An owner-wide search reads the caller's own threads, whatever they were granted.
+    hits = client.get(f"{API}search/?q=order&limit=50").json()["results"]
+    assert {hit["thread_id"] for hit in hits} == ids
     if who == "other-user":
         assert ids == {world.other_thread.pk}
         a_entries = set(MemoryEntry.objects.filter(thread=world.thread).values_list("pk",

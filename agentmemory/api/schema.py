@@ -11,6 +11,7 @@ from copy import deepcopy
 from typing import Any
 
 from agentmemory.conf import memory_settings
+from agentmemory.search.query import MAX_QUERY_CHARS, MAX_TERMS, query_pattern
 
 #: 400 and 409 answer field errors; the others a detail.
 FIELD_ERRORS = {
@@ -75,7 +76,7 @@ BLANK = f"^[{WHITESPACE}]*$"
 def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bool
                 ) -> dict[str, Any]:
     schemas = result.setdefault("components", {}).setdefault("schemas", {})
-    schemas.update(FieldErrors=FIELD_ERRORS, ErrorDetail=DETAIL)
+    schemas.update(FieldErrors=FIELD_ERRORS, ErrorDetail=DETAIL, SearchText=search_text())
     for name, schema in schemas.items():
         if name.endswith("Request"):
             _request_body(schema)
@@ -98,6 +99,22 @@ def postprocess(result: dict[str, Any], generator: Any, request: Any, public: bo
         for operation in operations.values():
             _operation(path, operation)
     return result
+
+
+def search_text() -> dict[str, Any]:
+    """The query text of the search endpoints: what the parser accepts, as a pattern."""
+    return {
+        "type": "string",
+        "minLength": 1,
+        "maxLength": MAX_QUERY_CHARS,
+        "pattern": query_pattern(),
+        "description": f"Words and double-quoted phrases, at least one and at most "
+        f"{MAX_TERMS}, in at most {MAX_QUERY_CHARS} characters; quotes come in pairs; no "
+        "control character but tab, line feed and carriage return. A word is a run of "
+        "letters and digits (any script); every other character separates words, so "
+        "operators, brackets and wildcards are punctuation, never syntax. Every word and "
+        "phrase must match, a phrase its words in order; case does not matter.",
+    }
 
 
 def _request_body(schema: dict[str, Any]) -> None:

@@ -28,6 +28,8 @@ urlpatterns = [
          name="receipt-detail"),
     path(f"{thread}savings/", views.ThreadSavings.as_view(), name="thread-savings"),
     path("savings/", views.OwnerSavings.as_view(), name="owner-savings"),
+    path(f"{thread}search/", views.ThreadSearch.as_view(), name="thread-search"),
+    path("search/", views.OwnerSearch.as_view(), name="owner-search"),
     path("schema/", views.MemorySchemaView.as_view(), name="schema"),
     re_path(r"", views.UnknownPath.as_view(), name="unknown-path"),
 ]

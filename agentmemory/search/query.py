@@ -8,7 +8,9 @@ punctuation here, which separates words the way the index's tokenizer does.
 
 from __future__ import annotations
 
+import functools
 import re
+import sys
 import unicodedata
 from dataclasses import dataclass
 
@@ -75,3 +77,35 @@ def parse_query(text: object) -> SearchQuery:
             f"must hold at most {MAX_TERMS} words and phrases, got {len(terms)}."
         )
     return SearchQuery(tuple(dict.fromkeys(terms)))
+
+
+def _escaped(code: int) -> str:
+    # ECMA patterns (without the u flag) have no escape beyond U+FFFF that Python's re
+    # reads alike: such a character is written as itself.
+    return f"\\u{code:04x}" if code < 0x10000 else chr(code)
+
+
+@functools.cache
+def query_pattern() -> str:
+    """A regular expression that matches exactly the text `parse_query` accepts, but for
+    the length (a schema's ``maxLength``): for an OpenAPI schema, whose fuzzers and
+    validators then agree with the parser. Word characters are listed as code point
+    ranges, since ``\\w`` means ASCII in ECMA patterns and Unicode in Python's. A word
+    ends only where the next character is not one (``(?!...)``), so a text that fails
+    is not tried again split into more words."""
+    ranges: list[tuple[int, int]] = []
+    for code in range(sys.maxunicode + 1):
+        if _WORD.match(chr(code)):
+            if ranges and ranges[-1][1] == code - 1:
+                ranges[-1] = (ranges[-1][0], code)
+            else:
+                ranges.append((code, code))
+    letters = "".join(
+        _escaped(first) if first == last else f"{_escaped(first)}-{_escaped(last)}"
+        for first, last in ranges
+    )
+    controls = "\\u0000-\\u0008\\u000b\\u000c\\u000e-\\u001f\\u007f-\\u009f"
+    word, other, quoted = f"[{letters}]", f'[^{letters}"{controls}]', f'[^"{controls}]'
+    gap = f'(?:{other}|"{other}*")*'  # separators, and quotes holding no word
+    term = f'(?:{word}+(?!{word})|"{other}*{word}{quoted}*")'
+    return f"^{gap}(?:{term}{gap}){{1,{MAX_TERMS}}}$"
