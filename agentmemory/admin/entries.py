@@ -8,18 +8,19 @@ from typing import Any
 from django.contrib import admin
 from django.db.models import Q, QuerySet
 from django.http import HttpRequest
-from django.utils.text import Truncator
+from django.utils.text import Truncator, smart_split, unescape_string_literal
 
 from agentmemory import services
 from agentmemory.admin.base import OriginalsLookupGuard, covered_by_link, thread_column
 from agentmemory.admin.filters import CoveredFilter, ExpiredFilter
 from agentmemory.admin.text import expandable, may_read, readable, readable_text, shown_text
+from agentmemory.exceptions import AgentMemoryConfigurationError
 from agentmemory.models import EntryKind, MemoryEntry
 
 
 class CoveredTextAdmin(OriginalsLookupGuard):
     """Shows a covered row's text (an original of some summary) only to expanders, and
-    searches only the text the user may read (``search_fields`` name ``readable_content``).
+    searches only the text the user may read (``readable_content``).
     """
 
     original_fields = ("content", "tool_calls", "metadata")
@@ -63,9 +64,8 @@ class MemoryEntryAdmin(CoveredTextAdmin):
         covered_by_link, "expires_at",
     )
     list_filter = ("kind", "role", "tier", CoveredFilter, ExpiredFilter)
-    search_fields = (
-        "readable_content", "summary_key", "tool_name", "tool_call_id", "thread__client_key",
-    )
+    # Ids and names; the text is searched in get_search_results.
+    search_fields = ("summary_key", "tool_name", "tool_call_id", "thread__client_key")
     list_select_related = ("thread",)
     raw_id_fields = ("thread",)
     date_hierarchy = "created_at"
@@ -96,6 +96,35 @@ class MemoryEntryAdmin(CoveredTextAdmin):
             names = ", ".join(call.get("name", "?") for call in obj.tool_calls)
             return f"(calls {names})"
         return Truncator(readable(obj)).chars(90)
+
+    def get_search_results(
+        self, request: HttpRequest, queryset: QuerySet[MemoryEntry], search_term: str
+    ) -> tuple[QuerySet[MemoryEntry], bool]:
+        """The ids and names by Django's search, messages by the search index (the best
+        `services.MAX_SEARCH_LIMIT` matches of unexpired ones, as `services.search`
+        finds them), summaries by their readable text (the index holds no summary). A
+        covered original matches only where its text may be read: the rule that hides
+        it on the page hides it from the search."""
+        found, duplicates = super().get_search_results(request, queryset, search_term)
+        if not search_term.strip():
+            return found, duplicates
+        words = Q()
+        for word in smart_split(search_term):  # as Django's search splits the term
+            if word[:1] in ("'", '"') and len(word) > 1 and word[0] == word[-1]:
+                word = unescape_string_literal(word)
+            words &= Q(readable_content__icontains=word)
+        text = words & Q(kind=EntryKind.SUMMARY)
+        try:
+            hits = services.search(services.EVERY_THREAD, search_term,
+                                   limit=services.MAX_SEARCH_LIMIT)
+        except services.InvalidSearchQuery:  # no words (a stray quote, punctuation)
+            hits = []
+        except AgentMemoryConfigurationError:  # a database without the index: every row
+            hits, text = [], words
+        indexed = Q(pk__in=[hit.entry_id for hit in hits]) & (
+            Q(covered_by__isnull=True) | Q(expandable=True)
+        )
+        return found | queryset.filter(text | indexed), duplicates
 
     def has_add_permission(self, request: HttpRequest) -> bool:
         return False  # entries are written by services.append, which numbers and counts them
