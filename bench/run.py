@@ -35,7 +35,13 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
 * cost (bench/cost.py, its page bench/cost_report.py): two workloads at budgets of
   1,000 to 128,000 tokens through agentmemory (inline, and background with the worker
   caught up) and the peers at the same room: each turn's context priced at OpenAI's
-  cached-prefix rule, plus the summarizer.
+  cached-prefix rule, plus the summarizer;
+* recovery (bench/recovery.py): 50 facts planted in a 2,000-turn conversation, folded at
+  a budget of 4,000 with a summarizer that keeps some and one that drops all, found
+  again through memory_search and memory_expand; and what the peers still hold of them;
+* search (bench/search_speed.py): ``services.search`` for an owner of 10,000 to
+  1,000,000 entries on both databases, the plan of its slowest query, and the index's
+  cost on an append and in bytes.
 
 Workers run in subprocesses (``run.py _sizes``, ``_folded``, ``_rss``,
 ``_conversation``), so each database gets a fresh Django and each memory figure a
@@ -66,7 +72,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import conversation as conv  # noqa: E402
-from bench import cost, cost_report, economy, folded, retention  # noqa: E402
+from bench import cost, cost_report, economy, folded, recovery, retention, search_speed  # noqa: E402
 from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
@@ -103,7 +109,8 @@ PEERS = ("langchain", "langmem", "llamaindex")
 #: Budgets the peers run at besides BUDGET, for the economy tables beside agentmemory's:
 #: each peer gets the room agentmemory's recall gets there, the budget less RESERVE_TOKENS.
 PEER_BUDGETS = (4_000, 16_000)
-PARTS = ("sizes", "folded", "conversation", "peers", "economy", "retention", "cost")
+PARTS = ("sizes", "folded", "conversation", "peers", "economy", "retention", "cost",
+         "recovery", "search")
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 RAW = ROOT / "artifacts" / "benchmarks.json"  # every figure of the last run, unrounded
 
@@ -645,6 +652,10 @@ def main() -> None:
         results["retention"] = retention.measure()
     if "cost" in parts:
         results["cost"] = cost.measure(skip_peers=args.skip_peers)
+    if "recovery" in parts:
+        results["recovery"] = recovery.measure(skip_peers=args.skip_peers)
+    if "search" in parts:
+        results["search"] = search_speed.measure(engines, args.pg_name)
     results["elapsed_s"] = time.perf_counter() - started
     RAW.parent.mkdir(exist_ok=True)
     if set(PARTS) <= set(parts):
@@ -727,8 +738,8 @@ def render(results: dict[str, Any]) -> str:
         _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
         _peers_section(results), economy.section(results), _peer_economy_section(results),
-        retention.section(results), cost_report.section(results),
-        _notes(results),
+        retention.section(results), recovery.section(results), search_speed.section(results),
+        cost_report.section(results), _notes(results),
     ]
     return "\n\n".join(section for section in sections if section) + "\n"
 
