@@ -326,7 +326,7 @@ def sizes_on_disk() -> dict[str, int]:
         if connection.vendor == "postgresql":
             cursor.execute("SELECT pg_database_size(current_database()), "
                            "coalesce(pg_relation_size("
-                           "to_regclass('agentmemory_entry_search')), 0), "
+                           "to_regclass('agentmemory_entry_search_vector')), 0), "
                            "pg_total_relation_size('agentmemory_memoryentry')")
             database, index, table_ = cursor.fetchone()
         else:

@@ -404,3 +404,28 @@ def test_time_bounds_compare_instants_in_any_offset_strictly() -> None:
     assert services.search(thread, "invoice", after=at) == []
     assert [h.entry_id for h in services.search(thread, "invoice", before=at
                                                 + timedelta(microseconds=1))] == [entry.pk]
+
+
+def test_only_the_newest_matches_in_scope_are_ranked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A common word is ranked among its newest RANKED_MATCHES matches in the scope, so
+    a search's time does not grow with the history; matches of another owner never
+    take a place among them."""
+    from agentmemory.search import index
+
+    monkeypatch.setattr(index, "RANKED_MATCHES", 20)
+    user, other = owner("ann"), owner("ben")
+    thread = Thread.objects.create(owner=user)
+    (oldest_best,) = say(thread, "kettle kettle kettle kettle")
+    say(thread, *[f"a long message about many things and one kettle, number {n}"
+                  for n in range(30)])
+    (newest_best,) = say(thread, "kettle kettle")
+    theirs = Thread.objects.create(owner=other)
+    say(theirs, *["kettle" for _ in range(40)])  # newer than all of the user's
+    hits = services.search(user, "kettle", limit=50)
+    assert len(hits) == 20
+    assert hits[0].entry_id == newest_best.pk
+    assert oldest_best.pk not in {h.entry_id for h in hits}
+    assert {h.thread_id for h in hits} == {thread.pk}
+    # A rarer second word finds the old one: its matches are few.
+    assert [h.entry_id for h in services.search(user, '"kettle kettle kettle"')][0] == \
+        oldest_best.pk

@@ -8,9 +8,13 @@ themselves (`MEMORY_TOOL_NAMES`), so a search never finds its own earlier answer
   erasure, expiry purge, a cascade from a deleted thread or user) updates it in the
   writing transaction. FTS5 keeps a deleted row's terms in older segments until they
   are merged, so erasure and purge call `forget_deleted` (FTS5's ``optimize``).
-* PostgreSQL: a GIN expression index on ``to_tsvector(language, words of content)``
-  (`pg_vector`) over the same rows; a deleted row leaves it with the row. The language is
-  ``SEARCH_LANGUAGE`` as it was when the migration ran.
+* PostgreSQL: a stored generated column ``search_vector`` (``to_tsvector(language,
+  words of content)``, `pg_text`, NULL for rows not indexed) with a GIN index,
+  created by migration ``0012_search_vector``; a deleted row takes it along. The
+  language is ``SEARCH_LANGUAGE`` as it was when the migration ran.
+
+Both rank only the newest `RANKED_MATCHES` matches in scope, so a search's time does
+not grow with the history a common word matches.
 """
 
 from __future__ import annotations
@@ -47,11 +51,6 @@ def pg_text(column: str = "content") -> str:
     that its parser splits text where `agentmemory.search.query` does (it would read
     ``ORD-55`` as ``ord`` and ``-55``, and an email or a URL as one token)."""
     return f"regexp_replace(left({column}, {PG_INDEXED_CHARS}), '[^[:alnum:]]+', ' ', 'g')"
-
-
-def pg_vector(language: str, column: str = "content") -> str:
-    """The indexed expression; ``language`` is checked to be a plain identifier."""
-    return f"to_tsvector('{language}'::regconfig, {pg_text(column)})"
 
 
 @dataclass(frozen=True)
@@ -106,20 +105,33 @@ def _filters(scope: Scope, params: list[Any]) -> str:
     return " AND ".join(where) or "1 = 1"
 
 
+#: How many of the newest matches in scope a search ranks: the best of them are
+#: returned. Ranking every match of a common word costs time in proportion to the
+#: history (all of a million entries may hold "order"); the newest matches are the
+#: ones an agent most likely means, and a rarer word or a phrase narrows them.
+RANKED_MATCHES = 1_000
+
+
 def _sqlite(query: SearchQuery, scope: Scope, limit: int) -> list[Candidate]:
     # Every term quoted: FTS5 reads each as a string (a phrase when it has several
     # words), never as an operator, so no query can fail to parse.
     match = " ".join('"' + " ".join(term) + '"' for term in query.terms)
-    params: list[Any] = [MARK_OPEN, MARK_CLOSE, ELLIPSIS, match]
-    where = _filters(scope, params)
-    params.append(limit)
+    scoped: list[Any] = [match]
+    where = _filters(scope, scoped)
+    joins = (f"JOIN agentmemory_memoryentry e ON e.id = {FTS_TABLE}.rowid "
+             "JOIN agentmemory_thread t ON t.id = e.thread_id")
+    matching = f"{FTS_TABLE} MATCH %s AND {indexed_row('e')} AND {where}"
+    # FTS5 yields matches newest first from its doclists and stops at the
+    # RANKED_MATCHES-th in scope; only matches from that one on are ranked (a rowid
+    # range FTS5 applies inside the index).
     sql = (
         f"SELECT e.id, bm25({FTS_TABLE}), snippet({FTS_TABLE}, 0, %s, %s, %s, 24) "
-        f"FROM {FTS_TABLE} JOIN agentmemory_memoryentry e ON e.id = {FTS_TABLE}.rowid "
-        "JOIN agentmemory_thread t ON t.id = e.thread_id "
-        f"WHERE {FTS_TABLE} MATCH %s AND {indexed_row('e')} AND {where} "
+        f"FROM {FTS_TABLE} {joins} WHERE {matching} AND {FTS_TABLE}.rowid >= ("
+        f"SELECT coalesce(min(id), 0) FROM (SELECT {FTS_TABLE}.rowid AS id FROM {FTS_TABLE} "
+        f"{joins} WHERE {matching} ORDER BY {FTS_TABLE}.rowid DESC LIMIT %s)) "
         f"ORDER BY bm25({FTS_TABLE}), e.id LIMIT %s"
     )
+    params = [MARK_OPEN, MARK_CLOSE, ELLIPSIS, *scoped, *scoped, RANKED_MATCHES, limit]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         # bm25 is lower for better matches: the score is its negation.
@@ -132,19 +144,26 @@ def _postgres(query: SearchQuery, scope: Scope, limit: int, language: str) -> li
         f"phraseto_tsquery('{language}'::regconfig, %s)" for _ in query.terms
     )
     params: list[Any] = [" ".join(term) for term in query.terms]
-    params.append(f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, "
-                  f"FragmentDelimiter={ELLIPSIS}, MaxFragments=2, MaxWords=24, MinWords=8")
-    vector = pg_vector(language, "e.content")
     where = _filters(scope, params)
-    params.append(limit)
+    # The stored vector (migration 0012) is ranked without being computed again; only
+    # the newest RANKED_MATCHES matches in scope are ranked, and only the rows kept get
+    # a headline (it reads the whole text).
     sql = (
-        f"WITH q AS (SELECT {tsquery} AS query) "
-        f"SELECT e.id, ts_rank_cd({vector}, q.query) AS rank, "
-        f"ts_headline('{language}'::regconfig, {pg_text('e.content')}, q.query, %s) "
-        "FROM q, agentmemory_memoryentry e JOIN agentmemory_thread t ON t.id = e.thread_id "
-        f"WHERE {vector} @@ q.query AND {indexed_row('e')} AND {where} "
-        "ORDER BY rank DESC, e.id LIMIT %s"
+        f"WITH q AS (SELECT {tsquery} AS query), "
+        "recent AS (SELECT e.id, e.search_vector FROM q, agentmemory_memoryentry e "
+        "JOIN agentmemory_thread t ON t.id = e.thread_id "
+        f"WHERE e.search_vector @@ q.query AND {indexed_row('e')} AND {where} "
+        "ORDER BY e.id DESC LIMIT %s), "
+        "best AS (SELECT recent.id, ts_rank_cd(recent.search_vector, q.query) AS rank "
+        "FROM recent, q ORDER BY rank DESC, recent.id LIMIT %s) "
+        f"SELECT best.id, best.rank, ts_headline('{language}'::regconfig, "
+        f"{pg_text('e.content')}, q.query, %s) "
+        "FROM best JOIN agentmemory_memoryentry e ON e.id = best.id, q "
+        "ORDER BY best.rank DESC, best.id"
     )
+    params += [RANKED_MATCHES, limit,
+               f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, "
+               f"FragmentDelimiter={ELLIPSIS}, MaxFragments=2, MaxWords=24, MinWords=8"]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [Candidate(pk, float(rank), snippet) for pk, rank, snippet in cursor.fetchall()]
