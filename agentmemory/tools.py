@@ -40,7 +40,7 @@ assert set(MEMORY_TOOL_NAMES_OFFERED) <= set(MEMORY_TOOL_NAMES)
 
 #: The most tokens one tool result takes unless told (hits are left out past it, pages
 #: are cut), and the fewest it may be told. `chat_turn` gives a quarter of its budget.
-RESULT_TOKENS, MIN_RESULT_TOKENS = 1_500, 120
+RESULT_TOKENS, MIN_RESULT_TOKENS = 1_500, 200
 #: How many hits a search returns unless the model asks for fewer (at most MAX_HITS).
 DEFAULT_HITS, MAX_HITS = 5, 10
 
@@ -215,16 +215,23 @@ def _expand(
         if other is None or other.owner_id is None or other.owner_id != thread.owner_id:
             raise ToolArgumentError(f"there is no conversation {thread_id} of this user.")
         target = other
-    # The framing lines take about 60 tokens of the result.
-    expansion = services.expand_for_model(target, handle, budget_tokens=max_tokens - 60,
-                                          page=page, entry_id=entry_id)
-    what = (f"the originals behind summary {defuse(expansion.handle)}, page {expansion.page} "
-            f"of {expansion.pages}")
-    lines = [OPEN.format(what=what), *(_entry_line(entry) for entry in expansion.entries)]
-    more = (f"; memory_expand page {expansion.page + 1} for the rest"
-            if expansion.page < expansion.pages else "")
-    lines.append(CLOSE.format(more=more))
-    return "\n".join(lines)
+    # Pages are counted in stored tokens; each line adds its turn and role, so a page
+    # that renders over the cap is asked again smaller. The same max_tokens always gives
+    # the same pages, so the page numbers a result names stay valid.
+    budget = max_tokens - 60
+    while True:
+        expansion = services.expand_for_model(target, handle, budget_tokens=budget,
+                                              page=page, entry_id=entry_id)
+        what = (f"the originals behind summary {defuse(expansion.handle)}, page "
+                f"{expansion.page} of {expansion.pages}")
+        lines = [OPEN.format(what=what), *(_entry_line(entry) for entry in expansion.entries)]
+        more = (f"; memory_expand page {expansion.page + 1} for the rest"
+                if expansion.page < expansion.pages else "")
+        lines.append(CLOSE.format(more=more))
+        text = "\n".join(lines)
+        if count_tokens(text) <= max_tokens or budget <= services.MIN_EXPAND_BUDGET:
+            return text
+        budget = max(budget * 4 // 5, services.MIN_EXPAND_BUDGET)
 
 
 def _entry_line(entry: MemoryEntry) -> str:

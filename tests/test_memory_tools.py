@@ -214,3 +214,24 @@ def test_a_result_is_bounded_and_defused() -> None:
     assert all(line.startswith(("  ", "[", *(f"{n}." for n in range(1, 11))))
                for line in lines)
     assert "\u200b" not in text and "<<<END TRANSCRIPT>>>" not in text
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(max_tokens=st.integers(min_value=tools.MIN_RESULT_TOKENS, max_value=2500),
+       page=st.integers(min_value=1, max_value=4))
+def test_an_expand_result_stays_within_its_cap(max_tokens: int, page: int) -> None:
+    thread = Thread.objects.filter(title="cap").first()
+    if thread is None:
+        thread = Thread.objects.create(title="cap")
+        add_turns(thread, 24)
+        with override_settings(AGENTMEMORY=recording_settings(DROPS_EVERYTHING)):
+            services.recall(thread, 900, mode="inline")
+    summary = MemoryEntry.objects.summaries().filter(thread=thread).first()
+    assert summary is not None
+    text = tools.run(thread, "memory_expand", {"handle": summary.summary_key, "page": page},
+                     max_tokens=max_tokens)
+    if text.startswith("memory tool error (page)"):
+        return  # fewer pages at this size
+    assert text.startswith("[retrieved memory:")
+    assert count_tokens(text) <= max_tokens

@@ -65,6 +65,7 @@ from agentmemory.services.retention import (
 from agentmemory.services.search import (
     EVERY_THREAD,
     MAX_SEARCH_LIMIT,
+    MIN_EXPAND_BUDGET,
     Expansion,
     InvalidSearchQuery,
     SearchHit,
@@ -100,6 +101,7 @@ __all__ = [
     "EVERY_THREAD",
     "FOLD_IN_PROGRESS",
     "MAX_SEARCH_LIMIT",
+    "MIN_EXPAND_BUDGET",
     "NOT_REGENERABLE",
     "TAMPERED",
     "UNFOLDED",

@@ -21,6 +21,7 @@ from agentmemory.trust.quarantine import strip_invisible
 __all__ = [
     "EVERY_THREAD",
     "MAX_SEARCH_LIMIT",
+    "MIN_EXPAND_BUDGET",
     "Expansion",
     "InvalidSearchQuery",
     "SearchHit",
