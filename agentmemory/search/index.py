@@ -140,30 +140,32 @@ def _sqlite(query: SearchQuery, scope: Scope, limit: int) -> list[Candidate]:
 
 def _postgres(query: SearchQuery, scope: Scope, limit: int, language: str) -> list[Candidate]:
     # Each term through phraseto_tsquery, which accepts any text: no query can fail.
-    tsquery = " && ".join(
+    # Written out where it is used (not a CTE): the planner folds it to a constant and
+    # reads the column's statistics, so a word most rows hold is found by walking the
+    # newest rows, a rare one through the GIN index.
+    tsquery = "(" + " && ".join(
         f"phraseto_tsquery('{language}'::regconfig, %s)" for _ in query.terms
-    )
-    params: list[Any] = [" ".join(term) for term in query.terms]
-    where = _filters(scope, params)
+    ) + ")"
+    words: list[Any] = [" ".join(term) for term in query.terms]
+    scoped: list[Any] = [*words]
+    where = _filters(scope, scoped)
     # The stored vector (migration 0012) is ranked without being computed again; only
     # the newest RANKED_MATCHES matches in scope are ranked, and only the rows kept get
     # a headline (it reads the whole text).
     sql = (
-        f"WITH q AS (SELECT {tsquery} AS query), "
-        "recent AS (SELECT e.id, e.search_vector FROM q, agentmemory_memoryentry e "
+        "WITH recent AS (SELECT e.id, e.search_vector FROM agentmemory_memoryentry e "
         "JOIN agentmemory_thread t ON t.id = e.thread_id "
-        f"WHERE e.search_vector @@ q.query AND {indexed_row('e')} AND {where} "
-        "ORDER BY e.id DESC LIMIT %s), "
-        "best AS (SELECT recent.id, ts_rank_cd(recent.search_vector, q.query) AS rank "
-        "FROM recent, q ORDER BY rank DESC, recent.id LIMIT %s) "
+        f"WHERE e.search_vector @@ {tsquery} AND {where} ORDER BY e.id DESC LIMIT %s), "
+        f"best AS (SELECT recent.id, ts_rank_cd(recent.search_vector, {tsquery}) AS rank "
+        "FROM recent ORDER BY rank DESC, recent.id LIMIT %s) "
         f"SELECT best.id, best.rank, ts_headline('{language}'::regconfig, "
-        f"{pg_text('e.content')}, q.query, %s) "
-        "FROM best JOIN agentmemory_memoryentry e ON e.id = best.id, q "
+        f"{pg_text('e.content')}, {tsquery}, %s) "
+        "FROM best JOIN agentmemory_memoryentry e ON e.id = best.id "
         "ORDER BY best.rank DESC, best.id"
     )
-    params += [RANKED_MATCHES, limit,
-               f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, "
-               f"FragmentDelimiter={ELLIPSIS}, MaxFragments=2, MaxWords=24, MinWords=8"]
+    params = [*scoped, RANKED_MATCHES, *words, limit, *words,
+              f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, "
+              f"FragmentDelimiter={ELLIPSIS}, MaxFragments=2, MaxWords=24, MinWords=8"]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         return [Candidate(pk, float(rank), snippet) for pk, rank, snippet in cursor.fetchall()]
