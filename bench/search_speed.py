@@ -175,7 +175,7 @@ def matches(query: str, owner: Any) -> int:
     from django.db import connection
 
     from agentmemory.conf import memory_settings
-    from agentmemory.search.index import FTS_TABLE, pg_vector
+    from agentmemory.search.index import FTS_TABLE
     from agentmemory.search.query import parse_query
 
     terms = parse_query(query).terms
@@ -186,7 +186,7 @@ def matches(query: str, owner: Any) -> int:
                                   for _ in terms)
             cursor.execute(
                 "SELECT count(*) FROM agentmemory_memoryentry e JOIN agentmemory_thread t "
-                f"ON t.id = e.thread_id WHERE {pg_vector(language, 'e.content')} @@ "
+                "ON t.id = e.thread_id WHERE e.search_vector @@ "
                 f"({tsquery}) AND t.owner_id = %s",
                 [" ".join(term) for term in terms] + [owner.pk])
         else:
@@ -255,14 +255,14 @@ def anatomy(owner: Owner, query: str, repeats: int = 3) -> list[dict[str, Any]]:
     from django.db import connection
 
     from agentmemory.conf import memory_settings
-    from agentmemory.search.index import FTS_TABLE, indexed_row, pg_text, pg_vector
+    from agentmemory.search.index import FTS_TABLE, indexed_row, pg_text
     from agentmemory.search.query import parse_query
 
     terms = parse_query(query).terms
     join = "JOIN agentmemory_thread t ON t.id = e.thread_id"
     if connection.vendor == "postgresql":
         language = memory_settings.SEARCH_LANGUAGE
-        vector = pg_vector(language, "e.content")
+        vector = "e.search_vector"  # migration 0012's stored vector
         tsquery = " && ".join(f"phraseto_tsquery('{language}'::regconfig, %s)" for _ in terms)
         words = [" ".join(term) for term in terms]
         match = f"{vector} @@ ({tsquery}) AND {indexed_row('e')}"
@@ -661,6 +661,8 @@ so their sizes compare. The share is (with − without) ÷ with, of the wall tim
 
 def findings(engines: dict[str, Any]) -> list[str]:
     """Sentences written from the figures; one whose premise fails is left out."""
+    from agentmemory.search.index import RANKED_MATCHES
+
     found = []
     for run in engines.values():
         sizes = list(run["sizes"])
@@ -673,9 +675,10 @@ def findings(engines: dict[str, Any]) -> list[str]:
                 f"at {int(sizes[-1]):,} entries " + ", ".join(
                     f"`{query}` matches {q['matches']:,} entries and takes "
                     f"{q['p50_ms']:,.0f} ms" for query, q in slow)
-                + ". The lookup ranks every matching entry before it keeps the best "
-                f"{LOOKUP_LIMIT} (what `services.search` asks the index for at a limit of "
-                f"{LIMIT}): the plan and the steps above.")
+                + ". The lookup ranks only the newest "
+                f"{RANKED_MATCHES:,} matches in scope (`search.index.RANKED_MATCHES`); the "
+                "steps above rank every match, as the lookup did before that bound, to "
+                "show what it saves.")
         database = large["database"]
         found.append(f"{run['engine']}: at {int(sizes[-1]):,} entries the index takes "
                      f"{large['index'] / 2**20:,.0f} MiB of the database's "
