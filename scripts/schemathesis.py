@@ -243,9 +243,13 @@ def main() -> int:
         os.environ.update({k: env[k] for k in ("AGENTMEMORY_FUZZ_DB", "DJANGO_SETTINGS_MODULE")})
         sys.path[:0] = [str(ROOT), str(ROOT / "scripts")]
         port = free_port()
+        # No request-line limit: a search's q (500 characters of up to 4 bytes each,
+        # percent-encoded) and the fuzz's longer invalid ones would otherwise meet
+        # gunicorn's 4,094-byte limit and its 414 before the API could answer its 400.
         server = subprocess.Popen(
             [GUNICORN, "example_project.wsgi:application", "--bind", f"127.0.0.1:{port}",
-             "--workers", str(args.workers), "--timeout", "60", "--error-logfile", "-"],
+             "--workers", str(args.workers), "--timeout", "60", "--error-logfile", "-",
+             "--limit-request-line", "0"],
             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
         )
         schema = f"http://127.0.0.1:{port}/api/memory/schema/"
