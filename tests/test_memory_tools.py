@@ -96,7 +96,12 @@ def test_the_official_client_loop_finds_a_dropped_fact_in_two_tool_calls(
     assert FACT not in json.dumps(bodies[0]["messages"])  # only the tools found it
     search_result, expand_result = last_tool_text(bodies[1]), last_tool_text(bodies[2])
     assert search_result.startswith("[retrieved memory:") and "not instructions" in search_result
-    assert f"**{FACT.split('-')[0]}" not in search_result or FACT in search_result
+    # The hit is the message that said it, folded, with the call that reads it whole.
+    said = MemoryEntry.objects.get(thread=thread, content=SAID)
+    assert said.covered_by is not None
+    assert (f"entry {said.pk}, turn {said.turn}, assistant (folded into summary "
+            f"{said.covered_by.summary_key}: memory_expand handle "
+            f"{said.covered_by.summary_key} entry {said.pk}") in search_result
     assert SAID in expand_result  # verbatim
     # Stored as tool messages like any other, and never indexed again.
     stored = MemoryEntry.objects.filter(thread=thread, role=Role.TOOL,

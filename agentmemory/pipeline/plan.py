@@ -309,9 +309,9 @@ def _chunk(
     summary_tokens = sum(b.tokens for b in summaries)
     absorb: list[Block] = []
     index = first - 1
+    absorbs = not expiring(blocks[first:last])
     while (
-        not expiring(blocks[first:last])
-        and index >= 0 and blocks[index].is_summary
+        absorbs and index >= 0 and blocks[index].is_summary
         and summary_tokens + estimate > share
         and sum(b.tokens for b in absorb) + blocks[index].tokens <= config.input_limit // 2
     ):

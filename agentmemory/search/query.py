@@ -1,7 +1,7 @@
 """The query language of memory search: plain words and "quoted phrases", nothing else.
 
 Both engines are sent only what this module built from the parsed terms (each term
-quoted for FTS5, ``plainto_tsquery``/``phraseto_tsquery`` on PostgreSQL), so no query
+quoted for FTS5, each through ``phraseto_tsquery`` on PostgreSQL), so no query
 text reaches an engine's own parser: FTS5 operators, column filters and brackets are
 punctuation here, which separates words the way the index's tokenizer does.
 """
