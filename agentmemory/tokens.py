@@ -8,7 +8,9 @@ byte-for-byte as ``tiktoken`` does. Where it is not installed, `EstimateCounter`
 
 from __future__ import annotations
 
+import functools
 import math
+import re
 from typing import Any, Protocol
 
 from agentmemory.conf import memory_settings
@@ -68,3 +70,47 @@ def _build_counter(counter_class: Any) -> TokenCounter:
 
 def count_tokens(text: str) -> int:
     return get_counter().count(text)
+
+
+#: The end of a line a line break after it can merge with: its last word and the
+#: characters after that word. Tokenizers split text into pieces before encoding, and a
+#: piece never runs from a letter or digit on through the end of a line; so what a line
+#: break adds to a line is decided by this end alone, when the next line begins with a
+#: visible character.
+_LINE_END = re.compile(r"[^\W_]*[\W_]*\Z")
+#: A longer end (a run of punctuation or spaces) is measured on the whole line.
+MAX_LINE_END = 64
+
+
+def line_break_cost(line: str, following: str = "") -> int:
+    """The tokens a line break after ``line`` adds to ``count_tokens(line)``, with
+    ``following`` after the break when it begins with a space (a next line that begins
+    with a visible character cannot merge with the break). Usually 1; 0 or less where the
+    break merges with the punctuation before it, more in rare endings. Measured on the end
+    of the line, and cached: recall counts a context from the stored counts of its lines
+    and this, never the whole text (`pipeline.format.formatted`)."""
+    end = _LINE_END.search(line)
+    tail = end.group() if end is not None else line
+    if len(tail) > MAX_LINE_END:
+        tail = line
+    lead = following if following[:1].isspace() else ""
+    counter: Any = get_counter()  # hashed by identity
+    return _break_cost(counter, tail, lead)
+
+
+# The counter is part of each key: a settings change builds a new one.
+@functools.lru_cache(maxsize=32_768)
+def _break_cost(counter: Any, tail: str, lead: str) -> int:
+    return counter.count(f"{tail}\n{lead}") - counter.count(tail) - counter.count(lead)
+
+
+def count_fixed(text: str) -> int:
+    """`count_tokens`, cached: for the few fixed texts (a context's header and footer)
+    that every recall would otherwise count again."""
+    counter: Any = get_counter()
+    return _fixed_cost(counter, text)
+
+
+@functools.lru_cache(maxsize=256)
+def _fixed_cost(counter: Any, text: str) -> int:
+    return counter.count(text)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from agentmemory.models import MemoryEntry
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.plan import Block, blocks_of
-from agentmemory.tokens import count_tokens
+from agentmemory.tokens import count_fixed
 
 BELOW_MINIMUM = "below-minimum-tokens"
 NEWEST_TURN_TOO_LARGE = "newest-turn-too-large"
@@ -34,7 +34,7 @@ class Picked:
 
 def context_room(budget_tokens: int, config: RecallConfig) -> int:
     """Tokens the entries may take: the budget less the reserve and the frame."""
-    frame = sum(count_tokens(text) + 1 for text in (config.header, config.footer) if text)
+    frame = sum(count_fixed(text) + 1 for text in (config.header, config.footer) if text)
     return budget_tokens - config.reserve_tokens - frame
 
 

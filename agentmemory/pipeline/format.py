@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
+
 from agentmemory.models import MemoryEntry
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.tokens import count_fixed, line_break_cost
 from agentmemory.transcript import render_message
 
 
@@ -13,10 +16,22 @@ def entry_line(entry: MemoryEntry) -> str:
 
 
 def format_context(entries: list[MemoryEntry], config: RecallConfig) -> str:
+    return formatted(entries, config)[0]
+
+
+def formatted(entries: list[MemoryEntry], config: RecallConfig) -> tuple[str, int]:
+    """The context's text and its exact token count, counted from each entry's stored
+    count and what each line break adds (`tokens.line_break_cost`), never by reading the
+    whole text again. Header and footer are counted as they are (short, fixed texts)."""
     if not entries:
-        return ""
-    parts = [config.header] if config.header else []
-    parts.extend(entry_line(entry) for entry in entries)
-    if config.footer:
-        parts.append(config.footer)
-    return "\n".join(parts)
+        return "", 0
+    lines = [entry_line(entry) for entry in entries]
+    parts = [*([config.header] if config.header else []), *lines,
+             *([config.footer] if config.footer else [])]
+    costs = [*([count_fixed(config.header)] if config.header else []),
+             *(entry.token_count for entry in entries),
+             *([count_fixed(config.footer)] if config.footer else [])]
+    tokens = sum(costs) + sum(
+        line_break_cost(part, following) for part, following in itertools.pairwise(parts)
+    )
+    return "\n".join(parts), tokens

@@ -27,14 +27,13 @@ from agentmemory.pipeline.budget import (
 )
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
-from agentmemory.pipeline.format import format_context
+from agentmemory.pipeline.format import formatted
 from agentmemory.pipeline.intact import load_intact
 from agentmemory.pipeline.load import count_visible
 from agentmemory.pipeline.plan import fold_pressure
 from agentmemory.pipeline.policy import declined_as_not_worth_a_call, fold_view, plan_next
 from agentmemory.pipeline.summarize import FoldOutcome, decline_not_worth_a_call, fold_span
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
-from agentmemory.tokens import count_tokens
 from agentmemory.trust.quarantine import strip_invisible
 from agentmemory.trust.receipts import record_receipt
 
@@ -197,8 +196,7 @@ def recall(
             omitted_reason = FOLD_PENDING
         else:
             background_decline = answer  # why the fold that would close the gap is not made
-    text = format_context(picked.entries, config)
-    tokens = count_tokens(text) if text else 0
+    text, tokens = formatted(picked.entries, config)
     folded = [outcome.summary for outcome in outcomes if outcome.summary is not None]
     decline = next((o.decline for o in reversed(outcomes) if o.decline), background_decline)
     receipt_id = None
