@@ -41,7 +41,11 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
   again through memory_search and memory_expand; and what the peers still hold of them;
 * search (bench/search_speed.py): ``services.search`` for an owner of 10,000 to
   1,000,000 entries on both databases, the plan of its slowest query, and the index's
-  cost on an append and in bytes.
+  cost on an append and in bytes;
+* floor (bench/floor.py): recall on a folded thread whose tail fills budgets of 1,000
+  to 128,000, receipts off and on, beside the floor (the load query on a plain driver
+  connection and the newest rows up to the room) and the Agents SDK's
+  ``SQLiteSession.get_items``; and recall on backlogs of 100 to 100,000 entries.
 
 Workers run in subprocesses (``run.py _sizes``, ``_folded``, ``_rss``,
 ``_conversation``), so each database gets a fresh Django and each memory figure a
@@ -72,7 +76,16 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import conversation as conv  # noqa: E402
-from bench import cost, cost_report, economy, folded, recovery, retention, search_speed  # noqa: E402
+from bench import (  # noqa: E402
+    cost,
+    cost_report,
+    economy,
+    floor,
+    folded,
+    recovery,
+    retention,
+    search_speed,
+)
 from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
@@ -109,7 +122,7 @@ PEERS = ("langchain", "langmem", "llamaindex")
 #: Budgets the peers run at besides BUDGET, for the economy tables beside agentmemory's:
 #: each peer gets the room agentmemory's recall gets there, the budget less RESERVE_TOKENS.
 PEER_BUDGETS = (4_000, 16_000)
-PARTS = ("sizes", "folded", "conversation", "peers", "economy", "retention", "cost",
+PARTS = ("sizes", "folded", "floor", "conversation", "peers", "economy", "retention", "cost",
          "recovery", "search")
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 RAW = ROOT / "artifacts" / "benchmarks.json"  # every figure of the last run, unrounded
@@ -619,6 +632,8 @@ def main() -> None:
         print(f"[bench] folded threads on {engine}", file=sys.stderr, flush=True)
         results["folded"][engine] = run_worker("_folded", "--db", engine,
                                                "--pg-name", args.pg_name)
+    if "floor" in parts:
+        results["floor"] = floor.measure(engines, args.pg_name)
     with loopback_server() as server:
         for engine in engines if "conversation" in parts else ():
             print(f"[bench] seeded conversation on {engine}", file=sys.stderr, flush=True)
@@ -735,7 +750,7 @@ def _keep_api_section(previous: str, text: str) -> str:
 def render(results: dict[str, Any]) -> str:
     sections = [
         _intro(results), _sizes_section(results), _folded_section(results),
-        _memory_section(results),
+        floor.section(results), _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
         _peers_section(results), economy.section(results), _peer_economy_section(results),
         retention.section(results), recovery.section(results), search_speed.section(results),
@@ -746,7 +761,8 @@ def render(results: dict[str, Any]) -> str:
 
 def _intro(results: dict[str, Any]) -> str:
     m, v = results["machine"], results["versions"]
-    runs = results["sizes"] or results.get("folded", {})
+    runs = (results["sizes"] or results.get("folded", {})
+            or results.get("floor", {}).get("engines", {}))
     engines = ", ".join(run["engine"] for run in runs.values())
     quick = "\n\n**A smoke run (`BENCH_QUICK=1`): not the published figures.**" if QUICK else ""
     return f"""# Benchmarks{quick}

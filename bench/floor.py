@@ -1,0 +1,500 @@
+"""Recall against the floor: ``services.recall`` beside the least work its context takes.
+
+    .venv/bin/python bench/run.py --parts floor --output /tmp/floor.md   # through the suite
+    .venv/bin/python bench/floor.py                       # both engines, JSON out
+    .venv/bin/python bench/floor.py --db sqlite           # one engine, JSON out
+
+A folded thread (bench/folded.py's builder) whose visible tail fills every budget
+measured: TAIL messages of about MESSAGE_TOKENS stored tokens each (the seeded
+conversation's texts, joined per role), the live summary and the stale first one. On it,
+at each budget, round robin within each round:
+
+* **recall**: ``services.recall(thread, B, mode="background")``, RECEIPTS off and on
+  (``override_settings``; an untimed recall after each switch, as a reload of the
+  settings drops the objects built from them);
+* **floor**: the first load query that recall sends at B (its SQL and parameters as
+  Django hands them to the driver, captured once), run on a plain driver connection
+  (``sqlite3``, ``psycopg``), then the newest rows taken while their stored
+  ``token_count`` sum stays within the room, their ``content`` joined with "\\n";
+* **Agents SDK** (SQLite only, when the ``agents`` extra is installed):
+  ``SQLiteSession.get_items(limit=N)`` on a file holding the same messages, N the number
+  of messages the recall returned at B.
+
+A backlog: threads of BACKLOG_SIZES entries nothing has folded, recalled at 4,000.
+Every thread is marked as having a fold on its way (``Thread.fold_queued_until``
+ahead), as while a worker folds it, so no recall requests a fold and none runs inside
+the timings. PostgreSQL is ``VACUUM ANALYZE``\\ d after building.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench import conversation as conv  # noqa: E402
+from bench import folded  # noqa: E402
+from bench.common import (  # noqa: E402
+    INSTANT_SUMMARIZER,
+    Database,
+    describe_engine,
+    median,
+    number,
+    percentile,
+    setup_django,
+    table,
+)
+
+ENGINES = ("sqlite", "postgres")
+BUDGETS = (1_000, 4_000, 16_000, 128_000)
+FOLDED_MESSAGES = 10_000
+TAIL = 1_000  # uncovered messages: ~150,000 tokens, more than the largest room
+MESSAGE_TOKENS = 150
+CYCLE = 40  # distinct messages, user and assistant in turn
+#: ``BENCH_QUICK=1`` (bench/run.py's smoke run): a few rounds, to try changes quickly.
+QUICK = os.environ.get("BENCH_QUICK") == "1"
+ROUNDS = 5 if QUICK else 80  # timed calls per case on the folded thread
+BACKLOG_SIZES = (100, 10_000, 100_000)
+BACKLOG_BUDGET = 4_000
+BACKLOG_ROUNDS = 5 if QUICK else 80
+TARGET_FLOOR = 2.0  # recall ÷ floor, RECEIPTS off
+TARGET_RECEIPTS = 1.25  # RECEIPTS on ÷ off
+TARGET_BACKLOG = 1.3  # largest backlog ÷ smallest
+SETTINGS: dict[str, Any] = {"SUMMARIZER": INSTANT_SUMMARIZER}
+
+
+def long_messages() -> list[dict[str, Any]]:
+    """CYCLE plain messages of at least MESSAGE_TOKENS tokens, each counted once as
+    ``append`` counts it: the seeded conversation's texts of one role, joined."""
+    from agentmemory.models import MemoryEntry
+    from agentmemory.pipeline.format import entry_line
+    from agentmemory.tokens import count_tokens
+
+    texts = {role: [m["content"] for m in conv.messages() if m["role"] == role and
+                    not m.get("tool_calls")] for role in ("user", "assistant")}
+    out: list[dict[str, Any]] = []
+    for index in range(CYCLE):
+        role = ("user", "assistant")[index % 2]
+        pool, taken = texts[role], []
+        entry = MemoryEntry(role=role, content="", tool_calls=[], tool_name="")
+        while count_tokens(entry_line(entry)) < MESSAGE_TOKENS:
+            taken.append(pool[(index * 7 + len(taken)) % len(pool)])
+            entry.content = " ".join(taken)
+        out.append({"role": role, "content": entry.content, "tool_calls": [], "tool_name": "",
+                    "tool_call_id": "", "tokens": count_tokens(entry_line(entry))})
+    return out
+
+
+def build(size: int, tail: int, messages: list[dict[str, Any]]) -> Any:
+    from django.utils import timezone
+
+    from agentmemory.models import Thread
+
+    start = timezone.now() - timedelta(hours=1)
+    thread = Thread.objects.create(title=f"floor {size}")
+    folded.build_folded(thread.pk, size, tail=tail, messages=messages, start=start,
+                        expires_at=start + timedelta(days=30))
+    # A fold on its way: a recall that leaves history out says fold-pending, asks for none.
+    Thread.objects.filter(pk=thread.pk).update(fold_queued_until=start + timedelta(days=1))
+    return Thread.objects.get(pk=thread.pk)
+
+
+def load_statement(call: Callable[[], Any]) -> tuple[str, Any]:
+    """The first page query ``call`` sends to the entry table: SQL and parameters as
+    Django hands them to the driver."""
+    from django.db import connection
+
+    sent: list[tuple[str, Any]] = []
+
+    def spy(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        sent.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(spy):
+        call()
+    return next((sql, params) for sql, params in sent if sql.startswith("SELECT")
+                and 'FROM "agentmemory_memoryentry"' in sql and "DESC" in sql)
+
+
+class Floor:
+    """The load query on a plain driver connection, and the least work after it."""
+
+    def __init__(self, database: Database) -> None:
+        if database.engine == "sqlite":
+            import sqlite3
+
+            self.connection: Any = sqlite3.connect(database.name)
+        else:
+            import psycopg
+            from django.db import connection
+
+            given = connection.settings_dict
+            self.connection = psycopg.connect(
+                host=given["HOST"], port=given["PORT"], user=given["USER"],
+                password=given["PASSWORD"] or None, dbname=given["NAME"], autocommit=True)
+        self.qmark = database.engine == "sqlite"
+
+    def reader(self, sql: str, params: Any, room: int) -> Callable[[], tuple[str, int]]:
+        if self.qmark:  # what Django's SQLite cursor does to the SQL before the driver
+            sql = re.sub(r"(?<!%)%s", "?", sql).replace("%%", "%")
+        cursor = self.connection.cursor()
+
+        def read() -> tuple[str, int]:
+            cursor.execute(sql, params)
+            names = [column[0] for column in cursor.description]
+            tokens_at, content_at = names.index("token_count"), names.index("content")
+            lines, held = [], 0
+            for row in cursor.fetchall():  # newest first
+                held += row[tokens_at]
+                if held > room:
+                    break
+                lines.append(row[content_at])
+            lines.reverse()
+            return "\n".join(lines), len(lines)
+
+        return read
+
+
+def agents_session(path: str, messages: list[dict[str, Any]]) -> Any:
+    """The Agents SDK's session on a file, holding ``messages``; None without the SDK."""
+    try:
+        from agents.memory import SQLiteSession
+    except ImportError:
+        return None
+    session = SQLiteSession("bench-floor", path)
+    items = [{"role": m["role"], "content": m["content"]} for m in messages]
+    asyncio.run(session.add_items(items))
+    return session
+
+
+def timed_round_robin(cases: dict[str, Callable[[], Any]], rounds: int,
+                      between: Callable[[str], None] = lambda name: None) -> dict[str, Any]:
+    """Each case once a round, ``rounds`` times, in order and in reverse order by turns,
+    so no case always follows the same one; p50 and p95 in ms."""
+    samples: dict[str, list[float]] = {name: [] for name in cases}
+    forward = list(cases.items())
+    for index in range(rounds):
+        for name, call in forward if index % 2 == 0 else forward[::-1]:
+            between(name)
+            began = time.perf_counter()
+            call()
+            samples[name].append((time.perf_counter() - began) * 1000)
+    return {name: {"p50_ms": median(values), "p95_ms": percentile(values, 0.95)}
+            for name, values in samples.items()}
+
+
+def measure_engine(engine: str, pg_name: str) -> dict[str, Any]:
+    database = Database.create(engine, pg_name)
+    setup_django(database.engine, database.name, SETTINGS, migrate=True)
+    try:
+        return _measure(database)
+    finally:
+        database.drop()
+
+
+def _measure(database: Database) -> dict[str, Any]:
+    from django.db import connection
+    from django.test import override_settings
+    from django.test.utils import CaptureQueriesContext
+
+    from agentmemory import services
+    from agentmemory.conf import memory_settings
+    from agentmemory.pipeline.budget import context_room
+    from agentmemory.pipeline.config import RecallConfig
+
+    messages = long_messages()
+    began = time.perf_counter()
+    thread = build(FOLDED_MESSAGES, TAIL, messages)
+    backlog = {size: build(size, size, messages) for size in BACKLOG_SIZES}
+    out: dict[str, Any] = {"engine": describe_engine(), "messages": FOLDED_MESSAGES,
+                           "reserve": memory_settings.RESERVE_TOKENS,
+                           "tail": TAIL, "message_tokens": [m["tokens"] for m in messages],
+                           "build_s": time.perf_counter() - began, "budgets": {}}
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("VACUUM ANALYZE")
+    receipts = {flag: override_settings(AGENTMEMORY={**SETTINGS, "RECEIPTS": flag})
+                for flag in (False, True)}
+    floor = Floor(database)
+    session = None
+    if database.engine == "sqlite":
+        session = agents_session(os.path.join(database.scratch_dir, "agents.sqlite3"),
+                                 [messages[i % CYCLE] for i in range(FOLDED_MESSAGES)])
+    out["agents_sdk"] = session is not None
+    loop = asyncio.new_event_loop()
+    cases: dict[str, Callable[[], Any]] = {}
+    for budget in BUDGETS:
+        def recall(budget: int = budget) -> Any:
+            return services.recall(thread, budget, mode="background")
+
+        room = context_room(budget, RecallConfig.build())
+        row: dict[str, Any] = {"room": room}
+        for flag, label in ((False, "off"), (True, "on")):
+            with receipts[flag]:
+                recall()  # warm-up; the first also records the thread's recall budget
+                with CaptureQueriesContext(connection) as captured:
+                    result = recall()
+                row[f"queries_{label}"] = len(captured.captured_queries)
+        row.update(messages=len(result.messages), tokens=result.tokens,
+                   summaries=len(result.summaries_used), omitted=result.omitted,
+                   omitted_reason=result.omitted_reason)
+        with receipts[False]:
+            sql, params = load_statement(recall)
+        read = floor.reader(sql, params, room)
+        text, lines = read()
+        row.update(floor_rows=lines, floor_chars=len(text))
+        out["budgets"][str(budget)] = row
+        cases[f"floor {budget}"] = read
+        cases[f"off {budget}"] = recall
+        cases[f"on {budget}"] = recall
+        if session is not None:
+            def items(n: int = row["messages"]) -> Any:
+                return loop.run_until_complete(session.get_items(limit=n))
+
+            items()
+            cases[f"sdk {budget}"] = items
+    state: dict[str, Any] = {"on": None}
+
+    def switch(name: str) -> None:
+        """RECEIPTS as the case needs; after a switch, one untimed recall."""
+        flag = name.startswith("on ")
+        if name.split()[0] in ("on", "off") and state["on"] is not flag:
+            if state["on"] is not None:
+                receipts[state["on"]].disable()
+            receipts[flag].enable()
+            state["on"] = flag
+            services.recall(thread, BUDGETS[0], mode="background")
+
+    # Receipts on together (first or last in a round), so a round switches twice, not at
+    # every case.
+    ordered = {name: cases[name] for name in sorted(cases, key=lambda n: n.startswith("on "))}
+    timings = timed_round_robin(ordered, ROUNDS, switch)
+    receipts[state["on"]].disable()
+    for budget in BUDGETS:
+        row = out["budgets"][str(budget)]
+        for label in ("floor", "off", "on", "sdk"):
+            if f"{label} {budget}" in timings:
+                row[label] = timings[f"{label} {budget}"]
+    out["backlog"] = _backlog(backlog)
+    out["rounds"], out["backlog_rounds"] = ROUNDS, BACKLOG_ROUNDS
+    return out
+
+
+def _backlog(threads: dict[int, Any]) -> dict[str, Any]:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from agentmemory import services
+
+    calls = {str(size): (lambda t=thread: services.recall(t, BACKLOG_BUDGET, mode="background"))
+             for size, thread in threads.items()}
+    out: dict[str, Any] = {}
+    for size, call in calls.items():
+        call()
+        with CaptureQueriesContext(connection) as captured:
+            result = call()
+        slowest = max(captured.captured_queries, key=lambda query: float(query["time"]))
+        out[size] = {"queries": len(captured.captured_queries), "messages": len(result.messages),
+                     "omitted": result.omitted, "slowest_ms": float(slowest["time"]) * 1000,
+                     "slowest_sql": slowest["sql"][:120],
+                     "slowest_counts": "COUNT(" in slowest["sql"][:40]}
+    for size, figures in timed_round_robin(calls, BACKLOG_ROUNDS).items():
+        out[size].update(figures)
+    return out
+
+
+def measure(engines: list[str], pg_name: str) -> dict[str, Any]:
+    """Every engine in a fresh interpreter of its own, one after the other."""
+    began = time.perf_counter()
+    results: dict[str, Any] = {}
+    for engine in engines:
+        print(f"[bench] floor on {engine}", file=sys.stderr, flush=True)
+        handle, out = tempfile.mkstemp(suffix=".json")
+        os.close(handle)
+        try:
+            subprocess.run([sys.executable, str(Path(__file__)), "--db", engine, "--pg-name",
+                            f"{pg_name}_floor", "--out", out], check=True, cwd=ROOT)
+            results[engine] = json.loads(Path(out).read_text())
+        finally:
+            os.unlink(out)
+    return {"engines": results, "elapsed_s": time.perf_counter() - began}
+
+
+# ================================================================== the page
+
+
+def _verdict(ok: bool) -> str:
+    return "pass" if ok else "**fail**"
+
+
+def _ms(figures: dict[str, float]) -> str:
+    return f"{number(figures['p50_ms'], 2)} / {number(figures['p95_ms'], 2)}"
+
+
+def section(results: dict[str, Any]) -> str:
+    measured = results.get("floor")
+    if not measured or not measured.get("engines"):
+        return ""
+    engines = measured["engines"]
+    first = next(iter(engines.values()))
+    tokens = first["message_tokens"]
+    parts = [f"""## Recall against the floor
+
+The least work a recall's context takes, measured beside `services.recall` in the same
+process, round robin over every case ({first["rounds"]} rounds, every other one in
+reverse order; the receipts-on cases together), so a shared machine's
+noise falls on all alike (`bench/floor.py`). A folded thread of {first["messages"]:,}
+messages (bench/folded.py's builder) keeps its newest {first["tail"]:,} uncovered:
+{len(tokens)} distinct plain messages of {min(tokens)} to {max(tokens)} stored tokens
+(the seeded conversation's texts, joined per role), repeated, so the visible tail holds
+more than the largest room; the live summary and the stale first one are visible too.
+Every thread is marked as having a fold on its way (`Thread.fold_queued_until` ahead,
+as while a worker folds it), so a recall that leaves history out says `fold-pending`
+and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
+
+* **recall**: `services.recall(thread, B, mode="background")` with `RECEIPTS` off, and
+  on (`override_settings`; one untimed recall after each switch).
+* **floor**: the first load query that recall sends at B (its SQL and parameters, as
+  Django hands them to the driver, captured once) run on a plain `sqlite3` or `psycopg`
+  connection, then the newest rows taken while their stored `token_count` sum stays
+  within the room (B less the {first["reserve"]}-token reserve and the header), their `content`
+  joined with `"\\n"`. Its rows are the ones the recall's first page reads; the recall
+  also adds the summaries, renders each message with its role, and checks signatures.
+* **queries**: Django's `CaptureQueriesContext` around one recall (BEGIN, SAVEPOINT and
+  COMMIT included).
+* Targets: recall ≤ {TARGET_FLOOR:g} × the floor (receipts off), receipts on ≤
+  {TARGET_RECEIPTS:g} × off; times are p50 / p95 ms."""]
+    for run in engines.values():
+        rows = []
+        for budget, row in run["budgets"].items():
+            floor_ratio = row["off"]["p50_ms"] / row["floor"]["p50_ms"]
+            receipts = row["on"]["p50_ms"] / row["off"]["p50_ms"]
+            rows.append([
+                f"{int(budget):,}", f"{row['room']:,}", f"{row['messages']} ({row['summaries']})",
+                str(row["floor_rows"]), _ms(row["off"]), _ms(row["on"]), _ms(row["floor"]),
+                f"×{floor_ratio:.1f}: {_verdict(floor_ratio <= TARGET_FLOOR)}",
+                f"×{receipts:.2f}: {_verdict(receipts <= TARGET_RECEIPTS)}",
+                f"{row['queries_off']} / {row['queries_on']}",
+            ])
+        parts.append(f"### {run['engine']}\n\n" + table(
+            ["budget", "room", "messages recalled (summaries)", "floor rows",
+             "recall, receipts off", "recall, receipts on", "floor",
+             f"recall ÷ floor (≤ {TARGET_FLOOR:g})", f"on ÷ off (≤ {TARGET_RECEIPTS:g})",
+             "queries off / on"], rows))
+    parts.append(_sdk(engines))
+    parts.append(_backlog_table(engines))
+    parts.append("\n".join(f"* {finding}" for finding in findings(engines)))
+    parts.append(f"The part took {measured['elapsed_s'] / 60:.1f} minutes (building "
+                 + ", ".join(f"{run['engine']} {run['build_s']:.0f} s" for run in engines.values())
+                 + f"), at the source measured, {results.get('source', 'unknown')}.")
+    return "\n\n".join(part for part in parts if part)
+
+
+def _sdk(engines: dict[str, Any]) -> str:
+    run = next((run for run in engines.values() if run.get("agents_sdk")), None)
+    if run is None:
+        return ("The Agents SDK's `SQLiteSession` was not measured: the `agents` extra is "
+                "not installed in this interpreter.")
+    rows = [[f"{int(budget):,}", str(row["messages"]), _ms(row["sdk"]), _ms(row["off"]),
+             f"×{row['off']['p50_ms'] / row['sdk']['p50_ms']:.1f}"]
+            for budget, row in run["budgets"].items()]
+    return f"""### The same messages through the Agents SDK
+
+`agents.memory.SQLiteSession` (the project's `agents` extra, so in the same interpreter
+and the same round robin as the {run["engine"]} rows above) on a file of its own holding
+the folded thread's {run["messages"]:,} messages as items, read with
+`get_items(limit=N)`, N the messages the recall returned at that budget (summaries
+included), through one event loop (`run_until_complete`). The session keeps items and
+reads the newest N: no budget, no summary, no rendering. LangGraph's `SqliteSaver` was
+not measured: its package (`langgraph-checkpoint-sqlite`) is not among the pinned peers
+of `bench/peers/requirements.txt`.
+
+{table(["budget", "N", "get_items p50 / p95 ms", "recall p50 / p95 ms (receipts off)",
+        "recall ÷ get_items (p50)"], rows)}"""
+
+
+def _backlog_table(engines: dict[str, Any]) -> str:
+    sizes = list(next(iter(engines.values()))["backlog"])
+    rows = []
+    for size in sizes:
+        cells = [f"{int(size):,}"]
+        for run in engines.values():
+            row = run["backlog"][size]
+            cells += [_ms(row), str(row["queries"])]
+        rows.append(cells)
+    growth = []
+    for run in engines.values():
+        ratio = run["backlog"][sizes[-1]]["p50_ms"] / run["backlog"][sizes[0]]["p50_ms"]
+        growth.append(f"{run['engine']} ×{ratio:.2f} ({_verdict(ratio <= TARGET_BACKLOG)})")
+    headers = ["entries"] + [f"{run['engine']}: {what}" for run in engines.values()
+                             for what in ("p50 / p95 ms", "queries")]
+    return f"""### A backlog nothing has folded
+
+Threads of {", ".join(f"{int(size):,}" for size in sizes)} entries of the same messages,
+no summaries, `services.recall(thread, {BACKLOG_BUDGET:,}, mode="background")`, receipts
+off, round robin over the sizes. Target: p50 at the largest ≤ {TARGET_BACKLOG:g} × the
+smallest.
+
+{table(headers, rows)}
+
+Largest ÷ smallest, p50: {"; ".join(growth)}."""
+
+
+def findings(engines: dict[str, Any]) -> list[str]:
+    """Sentences written from the figures."""
+    found = []
+    for run in engines.values():
+        budgets = run["budgets"]
+        ratios = {b: row["off"]["p50_ms"] / row["floor"]["p50_ms"] for b, row in budgets.items()}
+        receipts = {b: row["on"]["p50_ms"] / row["off"]["p50_ms"] for b, row in budgets.items()}
+        met = [f"{int(b):,}" for b, ratio in ratios.items() if ratio <= TARGET_FLOOR]
+        found.append(
+            f"{run['engine']}: recall takes ×{min(ratios.values()):.1f} to "
+            f"×{max(ratios.values()):.1f} the floor's time (the largest at "
+            f"{int(max(ratios, key=ratios.__getitem__)):,}); within ×{TARGET_FLOOR:g} at "
+            f"{', '.join(met) if met else f'none of the {len(ratios)} budgets'}. Receipts "
+            f"on ÷ off: ×{min(receipts.values()):.2f} to ×{max(receipts.values()):.2f}.")
+        backlog = run["backlog"]
+        small, large = (backlog[size] for size in (min(backlog, key=int), max(backlog, key=int)))
+        if large["p50_ms"] / small["p50_ms"] > TARGET_BACKLOG:
+            what = ("a count of the visible rows" if large["slowest_counts"]
+                    else f"`{large['slowest_sql'][:60]}...`")
+            found.append(
+                f"{run['engine']}: the backlog's recall grows with it: at the largest it sends "
+                f"{large['queries']} queries (the smallest thread, read whole by the first "
+                f"page, {small['queries']}), and the slowest of them, {what}, took "
+                f"{large['slowest_ms']:,.1f} ms of a recall whose p50 is "
+                f"{large['p50_ms']:,.1f} ms.")
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--db", choices=ENGINES, help="one engine, here (default: each, "
+                        "in a subprocess of its own)")
+    parser.add_argument("--pg-name", default="agentmemory_bench_floor")
+    parser.add_argument("--out", default="", help="JSON file (default: print)")
+    args = parser.parse_args()
+    result = (measure_engine(args.db, args.pg_name) if args.db
+              else measure(list(ENGINES), args.pg_name))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1))
+    else:
+        print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
