@@ -89,7 +89,8 @@ def line_break_cost(line: str, following: str = "") -> int:
     break merges with the punctuation before it, more in rare endings. Measured on the end
     of the line, and cached: recall counts a context from the stored counts of its lines
     and this, never the whole text (`pipeline.format.formatted`)."""
-    end = _LINE_END.search(line)
+    # Searched only near the end: a search over the whole line costs its length squared.
+    end = _LINE_END.search(line, max(0, len(line) - MAX_LINE_END - 1))
     tail = end.group() if end is not None else line
     if len(tail) > MAX_LINE_END:
         tail = line

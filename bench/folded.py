@@ -51,7 +51,7 @@ ENTRY_COLUMNS = (
 COVERAGE_COLUMNS = (
     "summary_id", "from_turn", "to_turn", "entry_count", "span_tokens", "model",
     "summarized_at", "original_tokens", "version", "prompt_hash", "library_version",
-    "signature", "missing_facts", "injection_flags", "level",
+    "signature", "missing_facts", "injection_flags", "level", "message_count",
 )
 
 
@@ -111,7 +111,7 @@ def build_folded(
         for index, (low, high) in enumerate(spans):
             yield (summary_ids[index], turns[low - 1], turns[high - 1], high - low + 1,
                    0, "bench-instant", created, 0, 1, "", "bench", "", "[]", "[]",
-                   max(1, index))  # fmt: skip
+                   max(1, index), high - low + 1)  # fmt: skip
 
     with transaction.atomic():
         _write("agentmemory_memoryentry", ENTRY_COLUMNS, entry_rows())

@@ -30,7 +30,7 @@ PIECES = st.sampled_from([
     "#", "/", "\\", "_", "-", "--", ":", ";", "€", "42", "2026-10-31", "é", "e\u0301",
     "\u0301", "漢字", "\u00a0", "\n", "\n\n", "\r\n", "http://x.io/", "**", "`", "…",
 ])
-CONTENT = st.lists(PIECES, min_size=1, max_size=12).map("".join)
+CONTENT = st.lists(PIECES, min_size=1, max_size=40).map("".join)
 ROLE = st.sampled_from(["user", "assistant"])
 
 

@@ -7,15 +7,19 @@ makes the same number of queries, for a recall that folds and for one that does 
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.db import connection
+from django.db.models.signals import post_init
 from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 
 from agentmemory import services
 from agentmemory.models import MemoryEntry, Thread
+from agentmemory.pipeline.budget import context_room
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.load import row_cap
 from agentmemory.summarizers import testing
 from tests.helpers import AT_LENGTH, add_turns, make_thread, recording_settings
 
@@ -104,6 +108,37 @@ def test_a_recall_answered_by_a_latch_costs_the_same_on_50_and_5000_entries() ->
     assert len(testing.calls) == 2  # one per thread: the latch answered the second recalls
     assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
     assert counts[0] == 4  # the load, the lease taken and given back, and the latch
+
+
+def test_a_background_recall_waiting_for_its_fold_reads_only_its_context() -> None:
+    """A backlog the room cannot hold and a fold already queued: the recall says
+    ``fold-pending`` and builds only the rows its context could use, never the row cap a
+    fold plans over (the fold plans for itself when it runs)."""
+    budget = 4_000
+    thread = build(SIZES[-1])
+    Thread.objects.filter(pk=thread.pk).update(
+        fold_queued_until=datetime.now(UTC) + timedelta(hours=1)
+    )
+    built: list[object] = []
+
+    def count(sender: object, instance: object, **kwargs: object) -> None:
+        built.append(instance)
+
+    driven = {"LOAD_COUNT": None, "TRIGGER_MIN_ENTRIES": None, "FOLD_HIGH_WATER": 0.6,
+              "RECALL_MODE": "background"}
+    with override_settings(AGENTMEMORY=driven):
+        cap = row_cap(RecallConfig.build(), context_room(budget, RecallConfig.build()))
+        post_init.connect(count, sender=MemoryEntry)
+        try:
+            queries, result = queries_of(lambda: services.recall(thread, budget, now=NOW))
+        finally:
+            post_init.disconnect(count, sender=MemoryEntry)
+    assert isinstance(result, services.RecallResult)
+    assert result.omitted_reason == "fold-pending" and result.omitted > 0
+    assert len(built) < cap // 2, f"{len(built)} rows built (row cap {cap}): {LAST}"
+    # the page of newest rows, the summaries older than it, the visible count, the
+    # thread's fold room, and whether a fold is on its way
+    assert queries <= 5, LAST
 
 
 def test_an_append_costs_the_same_on_50_and_5000_entries() -> None:
