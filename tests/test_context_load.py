@@ -219,3 +219,27 @@ def test_an_append_to_a_short_thread_decides_in_one_query_reading_no_row() -> No
     with CaptureQueriesContext(connection) as queries:
         assert background.fold_due(thread) is False
     assert len(queries) == 1 and "SUM(" in queries[0]["sql"].upper()
+
+
+@pytest.mark.parametrize("extra", [-300, 500])
+def test_a_backlog_is_counted_to_a_bound_past_the_row_cap(extra: int) -> None:
+    """``omitted`` of a backlog longer than the row cap: exact up to `OMITTED_COUNT_LIMIT`
+    past the cap, that bound beyond it (the count stops reading there)."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agentmemory.pipeline.budget import context_room
+    from agentmemory.pipeline.config import RecallConfig
+
+    budget = 600
+    cap = load.row_cap(RecallConfig.build(), context_room(budget, RecallConfig.build()))
+    size = cap + load.OMITTED_COUNT_LIMIT + extra
+    thread = Thread.objects.create(fold_queued_until=timezone.now() + timedelta(hours=1))
+    services.append(thread, [
+        {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} of the backlog"}
+        for n in range(size)
+    ])
+    result = services.recall(thread, budget, mode="background")
+    assert result.omitted_reason == "fold-pending"
+    assert result.omitted == min(size, cap + load.OMITTED_COUNT_LIMIT) - len(result.messages)

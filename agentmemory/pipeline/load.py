@@ -111,18 +111,16 @@ def _tally(
 _TALLY = Statement(_tally, thread=int, now=datetime)
 
 
-def _visible_count(tiers: tuple[str, ...] | None, *, thread: int, now: datetime) -> QuerySet[Any]:
-    rows = MemoryEntry.objects.filter(thread=thread).visible(now, tiers)
-    return rows.order_by().values("thread").annotate(count=Count("id")).values_list("count")
+#: How far past the row cap a backlog is counted for a recall's ``omitted``: counting to
+#: the end would read every visible row of a never-folded thread on every recall.
+OMITTED_COUNT_LIMIT = 1_000
 
 
-_VISIBLE_COUNT = Statement(_visible_count, thread=int, now=datetime)
-
-
-def count_visible(thread: Thread, config: RecallConfig, now: datetime) -> int:
-    """How many entries of the thread recall may load (`MemoryEntryQuerySet.visible`)."""
-    found = _VISIBLE_COUNT.rows(config.tiers, thread=thread.pk, now=now)
-    return int(found[0][0]) if found else 0
+def count_visible(thread: Thread, config: RecallConfig, now: datetime, *, limit: int) -> int:
+    """How many entries of the thread recall may load (`MemoryEntryQuerySet.visible`),
+    counted up to ``limit``: the database stops reading there."""
+    rows = MemoryEntry.objects.filter(thread=thread.pk).visible(now, config.tiers).order_by()
+    return rows[:limit].count()
 
 
 def tally_visible(

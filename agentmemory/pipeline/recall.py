@@ -29,7 +29,7 @@ from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import formatted
 from agentmemory.pipeline.intact import load_intact
-from agentmemory.pipeline.load import count_visible
+from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT, count_visible, row_cap
 from agentmemory.pipeline.plan import fold_pressure
 from agentmemory.pipeline.policy import declined_as_not_worth_a_call, fold_view, plan_next
 from agentmemory.pipeline.summarize import FoldOutcome, decline_not_worth_a_call, fold_span
@@ -72,7 +72,9 @@ class RecallResult:
     """The context one recall produced, and why it looks the way it does.
 
     ``omitted`` counts the visible entries of the thread the context left out (0 when
-    every earlier original is verbatim in it or stood for by a summary in it), and
+    every earlier original is verbatim in it or stood for by a summary in it; of a
+    backlog longer than the load's row cap, at most `OMITTED_COUNT_LIMIT` past that cap
+    are counted), and
     ``omitted_reason`` says why: ``over-budget``, ``fold-pending`` (background mode: a
     fold for this room is on its way), ``max-entries``, ``decayed``,
     ``unpaired-tool-message``, ``newest-turn-too-large`` or ``below-minimum-tokens``.
@@ -182,7 +184,9 @@ def recall(
         omitted_reason = DECAYED
     if config.budget_driven and not loaded.complete:
         # History beyond the row cap (a backfill not folded yet) is left out too.
-        visible = count_visible(thread, config, now)
+        visible = count_visible(
+            thread, config, now, limit=row_cap(config, room) + OMITTED_COUNT_LIMIT
+        )
         if visible > len(loaded.entries):
             omitted += visible - len(loaded.entries)
             omitted_reason = omitted_reason or OVER_BUDGET
