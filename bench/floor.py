@@ -468,16 +468,21 @@ def findings(engines: dict[str, Any]) -> list[str]:
             f"{', '.join(met) if met else f'none of the {len(ratios)} budgets'}. Receipts "
             f"on ÷ off: ×{min(receipts.values()):.2f} to ×{max(receipts.values()):.2f}.")
         backlog = run["backlog"]
-        small, large = (backlog[size] for size in (min(backlog, key=int), max(backlog, key=int)))
+        sizes = sorted(backlog, key=int)
+        small, large = backlog[sizes[0]], backlog[sizes[-1]]
         if large["p50_ms"] / small["p50_ms"] > TARGET_BACKLOG:
             what = ("a count of the visible rows" if large["slowest_counts"]
                     else f"`{large['slowest_sql'][:60]}...`")
+            # Past the thread the first page reads whole, the growth that is left.
+            middle = backlog[sizes[1]] if len(sizes) > 2 else small
+            grown = large["p50_ms"] / small["p50_ms"]
             found.append(
-                f"{run['engine']}: the backlog's recall grows with it: at the largest it sends "
-                f"{large['queries']} queries (the smallest thread, read whole by the first "
-                f"page, {small['queries']}), and the slowest of them, {what}, took "
-                f"{large['slowest_ms']:,.1f} ms of a recall whose p50 is "
-                f"{large['p50_ms']:,.1f} ms.")
+                f"{run['engine']}: the backlog's recall is ×{grown:.2f} "
+                f"from {int(sizes[0]):,} to {int(sizes[-1]):,} entries and "
+                f"×{large['p50_ms'] / middle['p50_ms']:.2f} from {int(sizes[1]):,}: the "
+                f"smallest thread is read whole by the first page ({small['queries']} queries), "
+                f"a longer one takes {large['queries']}, the slowest of them {what} "
+                f"({large['slowest_ms']:,.1f} ms of a p50 of {large['p50_ms']:,.1f} ms).")
     return found
 
 
