@@ -173,6 +173,10 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
         (`no_fold_on_its_way_q`)."""
         return self.filter(no_fold_on_its_way_q(now))
 
+    def fold_on_its_way(self, now: datetime) -> ThreadQuerySet:
+        """Threads whose fold is queued, retrying or holding the lease, and not parked."""
+        return self.filter(fold_parked_until__isnull=True).exclude(no_fold_on_its_way_q(now))
+
     def follow_recall_budget(self, pk: int, budget_tokens: int) -> bool:
         """Record a background recall's budget as the thread's fold room when it is the
         smallest yet (a conditional update: concurrent recalls keep the smallest); False

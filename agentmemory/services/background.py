@@ -38,7 +38,6 @@ from agentmemory.pipeline.summarize import (
     FoldOutcome,
     report_summarizer_failure,
 )
-from agentmemory.querysets import no_fold_on_its_way_q
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.trust.ledger import quota_exceeded
 
@@ -80,7 +79,7 @@ def fold_for_room(thread: Thread, budget_tokens: int, *, left_out: bool) -> str 
             thread.recall_budget = budget_tokens
     if not left_out:
         return None
-    if fold_on_its_way(thread.pk, timezone.now()):
+    if Thread.objects.fold_on_its_way(timezone.now()).filter(pk=thread.pk).exists():
         # The fold on its way plans for itself when it runs (and re-checks when done):
         # recalls that wait for it read no more than their context.
         return FOLD_PENDING
@@ -95,14 +94,6 @@ def fold_for_room(thread: Thread, budget_tokens: int, *, left_out: bool) -> str 
 PENDING_STATES = frozenset(
     {FoldState.QUEUED, FoldState.ALREADY_QUEUED, FoldState.FOLDING, FoldState.BROKER_DOWN}
 )
-
-
-def fold_on_its_way(thread_id: int, now: datetime) -> bool:
-    """Is a fold of the thread queued, retrying or holding the lease (and not parked)?"""
-    return (
-        Thread.objects.filter(pk=thread_id, fold_parked_until__isnull=True)
-        .exclude(no_fold_on_its_way_q(now)).exists()
-    )
 
 
 def fold_if_due(thread: Thread) -> None:
