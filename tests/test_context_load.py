@@ -11,15 +11,19 @@ background recall is compared with the same recall made on the full load.
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentmemory import services
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline import intact, load
+from agentmemory.pipeline.budget import context_room
+from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.plan import Tally
 from agentmemory.services import recalls
 from tests.test_recall_contract import turns
@@ -225,13 +229,6 @@ def test_an_append_to_a_short_thread_decides_in_one_query_reading_no_row() -> No
 def test_a_backlog_is_counted_to_a_bound_past_the_row_cap(extra: int) -> None:
     """``omitted`` of a backlog longer than the row cap: exact up to `OMITTED_COUNT_LIMIT`
     past the cap, that bound beyond it (the count stops reading there)."""
-    from datetime import timedelta
-
-    from django.utils import timezone
-
-    from agentmemory.pipeline.budget import context_room
-    from agentmemory.pipeline.config import RecallConfig
-
     budget = 600
     cap = load.row_cap(RecallConfig.build(), context_room(budget, RecallConfig.build()))
     size = cap + load.OMITTED_COUNT_LIMIT + extra
