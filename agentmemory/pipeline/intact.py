@@ -40,8 +40,11 @@ def load_intact(
     load = load_context if context_only else load_visible
     loaded = load(thread, config, now, room)
     summaries = [entry for entry in loaded.entries if entry.is_summary]
-    # One read for the coverage rows every current signature covers.
-    sources = sources_by_summary(s for s in summaries if not is_legacy(s.coverage.signature))
+    # The coverage rows every current signature covers: read with the load, or in one read.
+    sources = loaded.sources
+    if sources is None:
+        sources = sources_by_summary(
+            s for s in summaries if not is_legacy(s.coverage.signature))
     tampered = [s for s in summaries if not summary_is_intact(s, sources.get(s.pk))]
     if tampered:
         report_tampered(tampered)

@@ -7,6 +7,7 @@ seeds): the newest ``load_count``.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -14,6 +15,7 @@ from typing import Any
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.pipeline import rows
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.plan import Tally, entry_cost
 from agentmemory.querysets import MemoryEntryQuerySet, expired_q, no_fold_on_its_way_q
@@ -30,10 +32,10 @@ MAX_LOAD_ROWS = 20_000
 OLDEST_PAGE_DIVISOR = 32
 
 #: A first page of `load_context` is the room divided by this, at least the minimum:
-#: one query when rows average 16 tokens or more (chat entries are longer: the API
-#: benchmark's thread averages 21, the seeded conversation 37), a short thread in one
-#: query, and a page of smaller rows is followed by one twice its size.
-CONTEXT_PAGE_DIVISOR = 16
+#: one query when messages average 32 tokens or more (the seeded conversation's average
+#: 37; the API benchmark's thread 21), a short thread in one query, and a page of
+#: smaller rows is followed by one sized by their average.
+CONTEXT_PAGE_DIVISOR = 32
 CONTEXT_MIN_PAGE = 64
 
 
@@ -48,6 +50,8 @@ class Loaded:
     expired_summaries: bool = False
     #: `load_context` stopped at the room: the budget stage may need the full load.
     short: bool = False
+    #: Each loaded summary's entry ids, sorted, when the load read them too.
+    sources: dict[int, list[int]] | None = None
 
 
 def row_cap(config: RecallConfig, room: int) -> int:
@@ -146,34 +150,35 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     budget stage could pick, not the whole row cap.
 
     The budget stage takes the newest turn, then summaries (any age), then the newest
-    turns back to the first that does not fit, so rows older than the newest ``room``
-    tokens are rarely picked, a summary excepted. This reads pages of the newest rows
-    until they hold more than ``room``, then the visible summaries older than them: on
-    a long unfolded thread a few hundred rows instead of ``room // 2``. The recall
-    checks the rare case (`picked_the_oldest_turn`) and loads in full then. The entries
-    are oldest first; ``complete`` is False when anything visible was left unread."""
+    turns back to the first that does not fit, so messages older than the newest
+    ``room`` tokens are rarely picked. This reads every visible summary and pages of the
+    newest messages until they hold more than ``room`` (`rows.read_context`: the first
+    page and the summaries in one query): on a long thread a few hundred rows instead of
+    ``room // 2``. The recall checks the rare case (`picked_the_oldest_turn`) and loads
+    in full then. The entries are oldest first; ``complete`` is False when a visible
+    message was left unread."""
     if config.load_count is not None or config.decay is not None:
         return load_visible(thread, config, now, room)
     cap = row_cap(config, room)
-    candidates = _candidates(thread, config, now).newest_first()
-    rows: list[MemoryEntry] = []
-    held = 0
     page = min(cap, max(CONTEXT_MIN_PAGE, room // CONTEXT_PAGE_DIVISOR + 1))
-    while True:
-        fetched = list(candidates[len(rows) : len(rows) + page])
-        rows.extend(fetched)
-        held += sum(map(entry_cost, fetched))
-        if len(fetched) < page:
-            rows.reverse()
-            return _split(rows, now, complete=True)
-        if held > room or len(rows) >= cap:
-            break
-        page = min(page * 2, cap - len(rows))
-    oldest = rows[-1]
-    older_summaries = list(candidates.summaries().older_than(oldest))
-    rows.extend(older_summaries)
-    rows.reverse()
-    return _split(rows, now, complete=False, short=True)
+    read = rows.read_context(thread.pk, config.tiers, now, limit=page)
+    messages = read.messages
+    held = sum(map(entry_cost, messages))
+    fetched = len(messages)
+    while fetched == page and held <= room and len(messages) < cap:
+        # The rows read so far say how many more the rest of the room takes: that many
+        # and a quarter more, so a second page is nearly always the last.
+        wanted = (room - held) * len(messages) // max(1, held) + 1
+        page = min(cap - len(messages), max(page, wanted + wanted // 4))
+        more = rows.more_messages(thread.pk, config.tiers, now, offset=len(messages),
+                                  limit=page)
+        messages.extend(more)
+        held += sum(map(entry_cost, more))
+        fetched = len(more)
+    complete = fetched < page
+    entries = sorted([*read.summaries, *messages], key=lambda entry: (entry.position, entry.pk))
+    loaded = _split(entries, now, complete=complete, short=not complete)
+    return dataclasses.replace(loaded, sources=read.sources)
 
 
 def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int) -> Loaded:

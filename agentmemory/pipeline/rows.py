@@ -1,0 +1,240 @@
+"""The context load in plain SQL: the newest visible messages and every visible summary,
+with its coverage row and the ids of what it stands for, in one round trip.
+
+`load.load_context` reads through this module. Its SQL states the querysets' rules:
+messages as `MemoryEntryQuerySet.visible` (uncovered, live, unexpired, in the tiers),
+summaries as `load._visible_rows` (uncovered and live whatever their expiry: until it
+is retired an expired summary still hides what it stands for). tests/test_context_rows.py
+holds the two to each other over random threads on both databases.
+
+Rows become `MemoryEntry` instances without a queryset's per-row work: each value goes
+through the converters Django applies to its field (looked up once per field), a
+message holds only the fields a context reads, and any other field is deferred (read
+from the database if asked for, as after ``.only()``). While a ``pre_init`` or
+``post_init`` receiver listens on the model, instances are built by `Model.from_db`, so
+receivers see every one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.db import connections, router
+from django.db.backends.base.base import BaseDatabaseWrapper
+from django.db.models import Field, Model
+from django.db.models.base import ModelState
+from django.db.models.signals import post_init, pre_init
+
+from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, SummarySource
+
+#: What a context reads of a message (`plan`, `budget`, `format`, `RecalledMessage`).
+MESSAGE_FIELDS = frozenset({
+    "id", "thread_id", "kind", "role", "content", "tool_calls", "tool_name", "tool_call_id",
+    "turn", "position", "token_count",
+})
+
+Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
+#: A field's converters, each with the column expression it is called with.
+Converters = list[tuple[Converter, Any]]
+
+
+@dataclass(frozen=True)
+class ContextRows:
+    """``messages``: the newest first, as many as were asked for (fewer: none are left).
+    ``summaries``: every visible one, in no order. ``sources``: each summary's entry ids,
+    sorted (what `signing.sources_by_summary` reads)."""
+
+    messages: list[MemoryEntry]
+    summaries: list[MemoryEntry]
+    sources: dict[int, list[int]]
+
+
+def read_context(
+    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int
+) -> ContextRows:
+    """Every visible summary of the thread and its ``limit`` newest visible messages."""
+    shape = _shape(tiers)
+    params = [*shape.summary_params(thread_id, tiers),
+              *shape.message_params(thread_id, tiers, now, limit, 0)]
+    connection = connections[shape.alias]
+    with connection.cursor() as cursor:
+        cursor.execute(shape.first_sql, params)
+        found = cursor.fetchall()
+    messages: list[MemoryEntry] = []
+    summaries: list[MemoryEntry] = []
+    sources: dict[int, list[int]] = {}
+    for row in found:
+        if row[shape.kind_at] == EntryKind.SUMMARY:
+            summary = shape.summary(row, connection)
+            summaries.append(summary)
+            sources[summary.pk] = _ids(row[-1])
+        else:
+            messages.append(shape.message(row, connection))
+    return ContextRows(messages, summaries, sources)
+
+
+def more_messages(
+    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, offset: int, limit: int
+) -> list[MemoryEntry]:
+    """The next ``limit`` visible messages, newest first, after the ``offset`` newest."""
+    shape = _shape(tiers)
+    connection = connections[shape.alias]
+    with connection.cursor() as cursor:
+        cursor.execute(shape.page_sql, shape.message_params(thread_id, tiers, now, limit, offset))
+        return [shape.message(row, connection) for row in cursor.fetchall()]
+
+
+def _ids(joined: str | None) -> list[int]:
+    return sorted(int(part) for part in joined.split(",")) if joined else []
+
+
+class _Shape:
+    """The SQL and the row builders of one database and one number of tiers."""
+
+    def __init__(self, connection: BaseDatabaseWrapper, tier_count: int | None) -> None:
+        self.alias = connection.alias
+        self.adapt_datetime = connection.ops.adapt_datetimefield_value
+        quote = connection.ops.quote_name
+        entry, coverage = MemoryEntry._meta, SummaryCoverage._meta
+        e, c, s = (quote(meta.db_table) for meta in (entry, coverage, SummarySource._meta))
+
+        def column(table: str, model: type[Model], name: str) -> str:
+            return f"{table}.{quote(_field(model, name).column)}"
+
+        self.entry_fields = list(entry.concrete_fields)
+        self.coverage_fields = list(coverage.concrete_fields)
+        self.kind_at = next(i for i, f in enumerate(self.entry_fields) if f.attname == "kind")
+        tiers = ""
+        if tier_count is not None:
+            marks = ", ".join(["%s"] * tier_count) or "NULL"
+            tiers = f" AND {column(e, MemoryEntry, 'tier')} IN ({marks})"
+        visible = (
+            f"{column(e, MemoryEntry, 'thread')} = %s"
+            f" AND {column(e, MemoryEntry, 'covered_by')} IS NULL"
+            f" AND {column(e, MemoryEntry, 'retired_at')} IS NULL"
+            f" AND {column(e, MemoryEntry, 'held_at')} IS NULL{tiers}"
+            f" AND {column(e, MemoryEntry, 'kind')} = %s"
+        )
+        expires = column(e, MemoryEntry, "expires_at")
+        if connection.vendor == "postgresql":
+            joined = f"string_agg({column(s, SummarySource, 'entry')}::text, ',')"
+        else:
+            joined = f"group_concat({column(s, SummarySource, 'entry')}, ',')"
+        entry_id = column(e, MemoryEntry, "id")
+        sources = (f"(SELECT {joined} FROM {s}"
+                   f" WHERE {column(s, SummarySource, 'summary')} = {entry_id})")
+        summary_columns = [
+            *(f"{e}.{quote(str(f.column))}" for f in self.entry_fields),
+            *(f"{c}.{quote(str(f.column))}" for f in self.coverage_fields),
+            sources,
+        ]
+        # A message row has NULL where a summary has its coverage and sources: typed, as
+        # PostgreSQL types a UNION's columns by its arms.
+        message_columns = [
+            *(f"{e}.{quote(str(f.column))}" if f.attname in MESSAGE_FIELDS else _null(f, connection)
+              for f in self.entry_fields),
+            *(_null(f, connection) for f in self.coverage_fields),
+            "CAST(NULL AS TEXT)",
+        ]
+        order = (f"{column(e, MemoryEntry, 'position')} DESC,"
+                 f" {entry_id} DESC")
+        self.page_sql = (
+            f"SELECT {', '.join(message_columns)} FROM {e} WHERE {visible}"
+            f" AND ({expires} IS NULL OR {expires} > %s) ORDER BY {order} LIMIT %s OFFSET %s"
+        )
+        self.first_sql = (
+            f"SELECT {', '.join(summary_columns)} FROM {e} LEFT OUTER JOIN {c}"
+            f" ON {column(c, SummaryCoverage, 'summary')} = {entry_id}"
+            f" WHERE {visible} UNION ALL SELECT * FROM ({self.page_sql}) newest"
+        )
+        self.entry_converters = [_converters(f, connection) for f in self.entry_fields]
+        self.coverage_converters = [_converters(f, connection) for f in self.coverage_fields]
+        self.message_at = [i for i, f in enumerate(self.entry_fields)
+                           if f.attname in MESSAGE_FIELDS]
+        self.message_names = [self.entry_fields[i].attname for i in self.message_at]
+        self.entry_names = [f.attname for f in self.entry_fields]
+        self.coverage_names = [f.attname for f in self.coverage_fields]
+        self.coverage_cache = _field(MemoryEntry, "coverage")
+        self.summary_cache = _field(SummaryCoverage, "summary")
+
+    def summary_params(self, thread_id: int, tiers: Sequence[str] | None) -> list[Any]:
+        return [thread_id, *(tiers or ()), EntryKind.SUMMARY.value]
+
+    def message_params(
+        self, thread_id: int, tiers: Sequence[str] | None, now: datetime, limit: int,
+        offset: int,
+    ) -> list[Any]:
+        return [thread_id, *(tiers or ()), EntryKind.MESSAGE.value,
+                self.adapt_datetime(now), limit, offset]
+
+    def message(self, row: Sequence[Any], connection: BaseDatabaseWrapper) -> MemoryEntry:
+        converters = self.entry_converters
+        values = [_convert(row[i], converters[i], connection) for i in self.message_at]
+        entry = _instance(MemoryEntry, self.alias, self.message_names, values)
+        self.coverage_cache.set_cached_value(entry, None)
+        return entry
+
+    def summary(self, row: Sequence[Any], connection: BaseDatabaseWrapper) -> MemoryEntry:
+        count = len(self.entry_fields)
+        entry = _instance(MemoryEntry, self.alias, self.entry_names, [
+            _convert(value, converters, connection)
+            for value, converters in zip(row[:count], self.entry_converters, strict=True)])
+        coverage_row = row[count : count + len(self.coverage_fields)]
+        if coverage_row[0] is not None:  # its id: a summary without coverage reads it later
+            coverage = _instance(SummaryCoverage, self.alias, self.coverage_names, [
+                _convert(value, converters, connection)
+                for value, converters in zip(coverage_row, self.coverage_converters, strict=True)])
+            self.coverage_cache.set_cached_value(entry, coverage)
+            self.summary_cache.set_cached_value(coverage, entry)
+        return entry
+
+
+
+def _convert(value: Any, converters: Converters, connection: BaseDatabaseWrapper) -> Any:
+    for converter, column in converters:
+        value = converter(value, column, connection)
+    return value
+
+
+def _instance(model: type[Model], alias: str, names: list[str], values: list[Any]) -> Any:
+    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+        return model.from_db(alias, names, values)
+    # What `Model.from_db` makes of these values, without `Model.__init__` walking every
+    # field of the model for each row.
+    instance = model.__new__(model)
+    instance._state = ModelState()
+    instance._state.adding = False
+    instance._state.db = alias
+    instance.__dict__.update(zip(names, values, strict=True))
+    return instance
+
+
+def _field(model: type[Model], name: str) -> Any:
+    return model._meta.get_field(name)
+
+
+def _null(field: Field[Any, Any], connection: BaseDatabaseWrapper) -> str:
+    return f"CAST(NULL AS {field.cast_db_type(connection) or 'TEXT'})"
+
+
+def _converters(field: Field[Any, Any], connection: BaseDatabaseWrapper) -> Converters:
+    """What a queryset applies to this field's values on this database (as its compiler
+    does: the backend's converters, then the field's)."""
+    column = field.get_col(field.model._meta.db_table)
+    found = [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]
+    return [(converter, column) for converter in found]
+
+
+_shapes: dict[tuple[str, int | None], _Shape] = {}
+
+
+def _shape(tiers: Sequence[str] | None) -> _Shape:
+    alias = router.db_for_read(MemoryEntry)
+    key = (alias, None if tiers is None else len(tiers))
+    shape = _shapes.get(key)
+    if shape is None:
+        shape = _shapes[key] = _Shape(connections[alias], key[1])
+    return shape
