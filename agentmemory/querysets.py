@@ -14,6 +14,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentmemory.choices import CallOutcome
+from agentmemory.statements import Statement
 
 if TYPE_CHECKING:
     # Named in the quoted QuerySet["..."] bases below, which pyflakes does not read.
@@ -177,6 +178,12 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
         """Threads whose fold is queued, retrying or holding the lease, and not parked."""
         return self.filter(fold_parked_until__isnull=True).exclude(no_fold_on_its_way_q(now))
 
+    def has_fold_on_its_way(self, pk: int, now: datetime) -> bool:
+        """Whether thread ``pk`` is among `fold_on_its_way` (whatever this queryset
+        filters): every background recall that leaves history out asks, so its SQL is
+        built once (`agentmemory.statements`)."""
+        return bool(_FOLD_ON_ITS_WAY.rows(thread=pk, now=now))
+
     def follow_recall_budget(self, pk: int, budget_tokens: int) -> bool:
         """Record a background recall's budget as the thread's fold room when it is the
         smallest yet (a conditional update: concurrent recalls keep the smallest); False
@@ -269,3 +276,12 @@ class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
             "cached_tokens": totals["cached_tokens"],
             "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
         }
+
+
+def _fold_on_its_way(*, thread: int, now: datetime) -> Any:
+    from agentmemory.models import Thread
+
+    return Thread.objects.fold_on_its_way(now).filter(pk=thread).order_by().values_list("pk")
+
+
+_FOLD_ON_ITS_WAY = Statement(_fold_on_its_way, thread=int, now=datetime)

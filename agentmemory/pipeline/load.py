@@ -36,7 +36,7 @@ OLDEST_PAGE_DIVISOR = 32
 #: 37; the API benchmark's thread 21), a short thread in one query, and a page of
 #: smaller rows is followed by one sized by their average.
 CONTEXT_PAGE_DIVISOR = 32
-CONTEXT_MIN_PAGE = 64
+CONTEXT_MIN_PAGE = 16
 
 
 @dataclass(frozen=True)
@@ -52,6 +52,9 @@ class Loaded:
     short: bool = False
     #: Each loaded summary's entry ids, sorted, when the load read them too.
     sources: dict[int, list[int]] | None = None
+    #: `count_visible` up to the row cap and `OMITTED_COUNT_LIMIT`, when the load
+    #: counted too.
+    visible: int | None = None
 
 
 def row_cap(config: RecallConfig, room: int) -> int:
@@ -161,7 +164,8 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
         return load_visible(thread, config, now, room)
     cap = row_cap(config, room)
     page = min(cap, max(CONTEXT_MIN_PAGE, room // CONTEXT_PAGE_DIVISOR + 1))
-    read = rows.read_context(thread.pk, config.tiers, now, limit=page)
+    read = rows.read_context(thread.pk, config.tiers, now, limit=page,
+                             count_limit=cap + OMITTED_COUNT_LIMIT)
     messages = read.messages
     held = sum(map(entry_cost, messages))
     fetched = len(messages)
@@ -178,7 +182,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     complete = fetched < page
     entries = sorted([*read.summaries, *messages], key=lambda entry: (entry.position, entry.pk))
     loaded = _split(entries, now, complete=complete, short=not complete)
-    return dataclasses.replace(loaded, sources=read.sources)
+    return dataclasses.replace(loaded, sources=read.sources, visible=read.visible)
 
 
 def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int) -> Loaded:

@@ -45,19 +45,25 @@ Converters = list[tuple[Converter, Any]]
 class ContextRows:
     """``messages``: the newest first, as many as were asked for (fewer: none are left).
     ``summaries``: every visible one, in no order. ``sources``: each summary's entry ids,
-    sorted (what `signing.sources_by_summary` reads)."""
+    sorted (what `signing.sources_by_summary` reads). ``visible``: the thread's visible
+    entries (`MemoryEntryQuerySet.visible`) counted up to the count limit, when a
+    message was read to carry the count."""
 
     messages: list[MemoryEntry]
     summaries: list[MemoryEntry]
     sources: dict[int, list[int]]
+    visible: int | None
 
 
 def read_context(
-    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int
+    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int,
+    count_limit: int,
 ) -> ContextRows:
-    """Every visible summary of the thread and its ``limit`` newest visible messages."""
+    """Every visible summary of the thread and its ``limit`` newest visible messages;
+    the visible entries counted up to ``count_limit`` (the database stops there)."""
     shape = _shape(tiers)
     params = [*shape.summary_params(thread_id, tiers),
+              *shape.count_params(thread_id, tiers, now, count_limit),
               *shape.message_params(thread_id, tiers, now, limit, 0)]
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
@@ -66,14 +72,16 @@ def read_context(
     messages: list[MemoryEntry] = []
     summaries: list[MemoryEntry] = []
     sources: dict[int, list[int]] = {}
+    visible = None
     for row in found:
         if row[shape.kind_at] == EntryKind.SUMMARY:
             summary = shape.summary(row, connection)
             summaries.append(summary)
-            sources[summary.pk] = _ids(row[-1])
+            sources[summary.pk] = _ids(row[-2])
         else:
             messages.append(shape.message(row, connection))
-    return ContextRows(messages, summaries, sources)
+            visible = int(row[-1])
+    return ContextRows(messages, summaries, sources, visible)
 
 
 def more_messages(
@@ -111,14 +119,15 @@ class _Shape:
         if tier_count is not None:
             marks = ", ".join(["%s"] * tier_count) or "NULL"
             tiers = f" AND {column(e, MemoryEntry, 'tier')} IN ({marks})"
-        visible = (
+        uncovered_live = (
             f"{column(e, MemoryEntry, 'thread')} = %s"
             f" AND {column(e, MemoryEntry, 'covered_by')} IS NULL"
             f" AND {column(e, MemoryEntry, 'retired_at')} IS NULL"
             f" AND {column(e, MemoryEntry, 'held_at')} IS NULL{tiers}"
-            f" AND {column(e, MemoryEntry, 'kind')} = %s"
         )
+        visible = f"{uncovered_live} AND {column(e, MemoryEntry, 'kind')} = %s"
         expires = column(e, MemoryEntry, "expires_at")
+        unexpired = f"({expires} IS NULL OR {expires} > %s)"
         if connection.vendor == "postgresql":
             joined = f"string_agg({column(s, SummarySource, 'entry')}::text, ',')"
         else:
@@ -126,10 +135,16 @@ class _Shape:
         entry_id = column(e, MemoryEntry, "id")
         sources = (f"(SELECT {joined} FROM {s}"
                    f" WHERE {column(s, SummarySource, 'summary')} = {entry_id})")
+        order = (f"{column(e, MemoryEntry, 'position')} DESC,"
+                 f" {entry_id} DESC")
+        # Counted on the same index the load reads, newest first, up to the limit.
+        counted = (f"(SELECT COUNT(*) FROM (SELECT 1 FROM {e} WHERE {uncovered_live}"
+                   f" AND {unexpired} ORDER BY {order} LIMIT %s) counted)")
         summary_columns = [
             *(f"{e}.{quote(str(f.column))}" for f in self.entry_fields),
             *(f"{c}.{quote(str(f.column))}" for f in self.coverage_fields),
             sources,
+            "CAST(NULL AS BIGINT)",
         ]
         # A message row has NULL where a summary has its coverage and sources: typed, as
         # PostgreSQL types a UNION's columns by its arms.
@@ -139,16 +154,13 @@ class _Shape:
             *(_null(f, connection) for f in self.coverage_fields),
             "CAST(NULL AS TEXT)",
         ]
-        order = (f"{column(e, MemoryEntry, 'position')} DESC,"
-                 f" {entry_id} DESC")
-        self.page_sql = (
-            f"SELECT {', '.join(message_columns)} FROM {e} WHERE {visible}"
-            f" AND ({expires} IS NULL OR {expires} > %s) ORDER BY {order} LIMIT %s OFFSET %s"
-        )
+        page = f"FROM {e} WHERE {visible} AND {unexpired} ORDER BY {order} LIMIT %s OFFSET %s"
+        self.page_sql = f"SELECT {', '.join(message_columns)}, CAST(NULL AS BIGINT) {page}"
         self.first_sql = (
             f"SELECT {', '.join(summary_columns)} FROM {e} LEFT OUTER JOIN {c}"
-            f" ON {column(c, SummaryCoverage, 'summary')} = {entry_id}"
-            f" WHERE {visible} UNION ALL SELECT * FROM ({self.page_sql}) newest"
+            f" ON {column(c, SummaryCoverage, 'summary')} = {entry_id} WHERE {visible}"
+            f" UNION ALL SELECT * FROM (SELECT {', '.join(message_columns)}, {counted}"
+            f" {page}) newest"
         )
         self.entry_converters = [_converters(f, connection) for f in self.entry_fields]
         self.coverage_converters = [_converters(f, connection) for f in self.coverage_fields]
@@ -162,6 +174,11 @@ class _Shape:
 
     def summary_params(self, thread_id: int, tiers: Sequence[str] | None) -> list[Any]:
         return [thread_id, *(tiers or ()), EntryKind.SUMMARY.value]
+
+    def count_params(
+        self, thread_id: int, tiers: Sequence[str] | None, now: datetime, limit: int
+    ) -> list[Any]:
+        return [thread_id, *(tiers or ()), self.adapt_datetime(now), limit]
 
     def message_params(
         self, thread_id: int, tiers: Sequence[str] | None, now: datetime, limit: int,

@@ -79,7 +79,7 @@ def fold_for_room(thread: Thread, budget_tokens: int, *, left_out: bool) -> str 
             thread.recall_budget = budget_tokens
     if not left_out:
         return None
-    if Thread.objects.fold_on_its_way(timezone.now()).filter(pk=thread.pk).exists():
+    if Thread.objects.has_fold_on_its_way(thread.pk, timezone.now()):
         # The fold on its way plans for itself when it runs (and re-checks when done):
         # recalls that wait for it read no more than their context.
         return FOLD_PENDING
