@@ -32,10 +32,11 @@ MAX_LOAD_ROWS = 20_000
 OLDEST_PAGE_DIVISOR = 32
 
 #: A first page of `load_context` is the room divided by this, at least the minimum:
-#: one query when messages average 32 tokens or more (the seeded conversation's average
-#: 37; the API benchmark's thread 21), a short thread in one query, and a page of
-#: smaller rows is followed by one sized by their average.
-CONTEXT_PAGE_DIVISOR = 32
+#: one query when messages average 128 tokens or more, a short thread in one query, and
+#: a page of smaller rows (the seeded conversation averages 37, the API benchmark's
+#: thread 21) followed by one sized by their average: the second query costs less than
+#: building the rows a larger first page would read and not use.
+CONTEXT_PAGE_DIVISOR = 128
 CONTEXT_MIN_PAGE = 16
 
 

@@ -69,19 +69,14 @@ def read_context(
     with connection.cursor() as cursor:
         cursor.execute(shape.first_sql, params)
         found = cursor.fetchall()
-    messages: list[MemoryEntry] = []
-    summaries: list[MemoryEntry] = []
-    sources: dict[int, list[int]] = {}
-    visible = None
-    for row in found:
-        if row[shape.kind_at] == EntryKind.SUMMARY:
-            summary = shape.summary(row, connection)
-            summaries.append(summary)
-            sources[summary.pk] = _ids(row[-2])
-        else:
-            messages.append(shape.message(row, connection))
-            visible = int(row[-1])
-    return ContextRows(messages, summaries, sources, visible)
+    kind_at = shape.kind_at
+    summary_rows = [row for row in found if row[kind_at] == EntryKind.SUMMARY]
+    message_rows = [row for row in found if row[kind_at] != EntryKind.SUMMARY]
+    summaries = [shape.summary(row, connection) for row in summary_rows]
+    sources = {summary.pk: _ids(row[-2])
+               for summary, row in zip(summaries, summary_rows, strict=True)}
+    visible = int(message_rows[0][-1]) if message_rows else None
+    return ContextRows(shape.messages(message_rows, connection), summaries, sources, visible)
 
 
 def more_messages(
@@ -92,7 +87,7 @@ def more_messages(
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
         cursor.execute(shape.page_sql, shape.message_params(thread_id, tiers, now, limit, offset))
-        return [shape.message(row, connection) for row in cursor.fetchall()]
+        return shape.messages(cursor.fetchall(), connection)
 
 
 def _ids(joined: str | None) -> list[int]:
@@ -187,11 +182,33 @@ class _Shape:
         return [thread_id, *(tiers or ()), EntryKind.MESSAGE.value,
                 self.adapt_datetime(now), limit, offset]
 
-    def message(self, row: Sequence[Any], connection: BaseDatabaseWrapper) -> MemoryEntry:
-        converters = self.entry_converters
-        values = [_convert(row[i], converters[i], connection) for i in self.message_at]
-        entry = _instance(MemoryEntry, self.alias, self.message_names, values)
-        self.coverage_cache.set_cached_value(entry, None)
+    def messages(
+        self, found: Sequence[Sequence[Any]], connection: BaseDatabaseWrapper
+    ) -> list[MemoryEntry]:
+        """Message rows as instances, a row's fields converted only where Django would
+        convert them (most are stored as they are read)."""
+        if _init_receivers(MemoryEntry):
+            converters = self.entry_converters
+            return [self._cached(MemoryEntry.from_db(self.alias, self.message_names, [
+                _convert(row[i], converters[i], connection) for i in self.message_at]))
+                for row in found]
+        as_read = [(name, i) for name, i in zip(self.message_names, self.message_at,
+                                                strict=True) if not self.entry_converters[i]]
+        converted = [(name, i, self.entry_converters[i]) for name, i in zip(
+            self.message_names, self.message_at, strict=True) if self.entry_converters[i]]
+        built = []
+        for row in found:
+            entry = _bare(MemoryEntry, self.alias)
+            values = entry.__dict__
+            for name, i in as_read:
+                values[name] = row[i]
+            for name, i, convert in converted:
+                values[name] = _convert(row[i], convert, connection)
+            built.append(self._cached(entry))
+        return built
+
+    def _cached(self, entry: MemoryEntry) -> MemoryEntry:
+        self.coverage_cache.set_cached_value(entry, None)  # a message covers nothing
         return entry
 
     def summary(self, row: Sequence[Any], connection: BaseDatabaseWrapper) -> MemoryEntry:
@@ -211,21 +228,33 @@ class _Shape:
 
 
 def _convert(value: Any, converters: Converters, connection: BaseDatabaseWrapper) -> Any:
+    if value == "[]" and converters[-1][1].output_field.get_internal_type() == "JSONField":
+        return []  # most tool_calls: what json.loads would give, without the decoder
     for converter, column in converters:
         value = converter(value, column, connection)
     return value
 
 
+def _init_receivers(model: type[Model]) -> bool:
+    return pre_init.has_listeners(model) or post_init.has_listeners(model)
+
+
 def _instance(model: type[Model], alias: str, names: list[str], values: list[Any]) -> Any:
-    if pre_init.has_listeners(model) or post_init.has_listeners(model):
+    if _init_receivers(model):
         return model.from_db(alias, names, values)
-    # What `Model.from_db` makes of these values, without `Model.__init__` walking every
-    # field of the model for each row.
+    instance = _bare(model, alias)
+    instance.__dict__.update(zip(names, values, strict=True))
+    return instance
+
+
+def _bare(model: type[Model], alias: str) -> Any:
+    """An instance of ``model`` as `Model.from_db` leaves it, before its values: read
+    from ``alias``, not being added. Without `Model.__init__`, which walks every field of
+    the model for each row."""
     instance = model.__new__(model)
     instance._state = ModelState()
     instance._state.adding = False
     instance._state.db = alias
-    instance.__dict__.update(zip(names, values, strict=True))
     return instance
 
 
