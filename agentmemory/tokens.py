@@ -76,8 +76,8 @@ def count_tokens(text: str) -> int:
 #: characters after that word. Tokenizers split text into pieces before encoding, and a
 #: piece never runs from a letter or digit on through the end of a line; so what a line
 #: break adds to a line is decided by this end alone, when the next line begins with a
-#: visible character.
-_LINE_END = re.compile(r"[^\W_]*[\W_]*\Z")
+#: visible character. Matched on the reversed end of the line: one pass, not a search.
+_LINE_END_REVERSED = re.compile(r"[\W_]*[^\W_]*")
 #: A longer end (a run of punctuation or spaces) is measured on the whole line.
 MAX_LINE_END = 64
 
@@ -89,11 +89,9 @@ def line_break_cost(line: str, following: str = "") -> int:
     break merges with the punctuation before it, more in rare endings. Measured on the end
     of the line, and cached: recall counts a context from the stored counts of its lines
     and this, never the whole text (`pipeline.format.formatted`)."""
-    # Searched only near the end: a search over the whole line costs its length squared.
-    end = _LINE_END.search(line, max(0, len(line) - MAX_LINE_END - 1))
-    tail = end.group() if end is not None else line
-    if len(tail) > MAX_LINE_END:
-        tail = line
+    # Read only near the end: the pattern matches from the start of what it is given.
+    reach = _LINE_END_REVERSED.match(line[-MAX_LINE_END - 1 :][::-1]).end()  # type: ignore[union-attr]
+    tail = line if reach > MAX_LINE_END else line[len(line) - reach :]
     lead = following if following[:1].isspace() else ""
     counter: Any = get_counter()  # hashed by identity
     return _break_cost(counter, tail, lead)

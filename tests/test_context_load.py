@@ -2,7 +2,7 @@
 
 `load_context` stops reading newest rows once they hold more than the room, then reads
 the older visible summaries; the recall falls back on the full load when the budget
-stage used up that short load (`picked_the_oldest_turn`). The claim: the context is
+stage used up that short load (`Picked.took_oldest_turn`). The claim: the context is
 the one the full load (`load_visible`, the row cap) gives, whatever the thread. Over
 random threads (long and short messages, tool calls, summaries from inline folds at
 random budgets, tool results orphaned by erasing their call) and random budgets, each

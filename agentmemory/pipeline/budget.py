@@ -30,6 +30,9 @@ class Picked:
     decline: str | None = None
     omitted: int = 0
     omitted_reason: str | None = None
+    #: It took the oldest whole turn it was given (or was given none): it stopped for
+    #: want of entries, not of room, and given older ones it might have taken more.
+    took_oldest_turn: bool = False
 
 
 def context_room(budget_tokens: int, config: RecallConfig) -> int:
@@ -46,7 +49,7 @@ def pick_by_budget(
     grouped = blocks_of(entries)
     blocks = grouped.blocks
     if not blocks:
-        return _picked([], entries, grouped.unpaired, None)
+        return _picked([], entries, grouped.unpaired, None, took_oldest_turn=True)
     room = context_room(budget_tokens, config)
     cap = config.max_entries
     newest = blocks[-1]
@@ -73,15 +76,9 @@ def pick_by_budget(
             used += block.tokens
             count += len(block.entries)
     picked = [entry for i in sorted(chosen) for entry in blocks[i].entries]
-    return _picked(picked, entries, grouped.unpaired, limited_by)
-
-
-def picked_the_oldest_turn(entries: list[MemoryEntry], picked: list[MemoryEntry]) -> bool:
-    """Did the budget stage take the oldest whole turn of ``entries`` (or find none)? If
-    so it stopped for want of entries, not of room: given older ones, it might have
-    taken more."""
-    turns = [block for block in blocks_of(entries).blocks if not block.is_summary]
-    return not turns or turns[0].entries[0].pk in {entry.pk for entry in picked}
+    oldest_turn = next((i for i, block in enumerate(blocks) if not block.is_summary), None)
+    return _picked(picked, entries, grouped.unpaired, limited_by,
+                   took_oldest_turn=oldest_turn is None or oldest_turn in chosen)
 
 
 def _picked(
@@ -89,10 +86,12 @@ def _picked(
     entries: list[MemoryEntry],
     unpaired: list[MemoryEntry],
     limited_by: str | None,
+    *,
+    took_oldest_turn: bool,
 ) -> Picked:
     omitted = len(entries) - len(picked)
     reason = limited_by if limited_by else (UNPAIRED_TOOL_MESSAGE if unpaired else None)
-    return Picked(picked, None, omitted, reason if omitted else None)
+    return Picked(picked, None, omitted, reason if omitted else None, took_oldest_turn)
 
 
-__all__ = ["Block", "Picked", "context_room", "pick_by_budget", "picked_the_oldest_turn"]
+__all__ = ["Block", "Picked", "context_room", "pick_by_budget"]

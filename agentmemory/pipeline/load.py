@@ -158,7 +158,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     ``room`` tokens are rarely picked. This reads every visible summary and pages of the
     newest messages until they hold more than ``room`` (`rows.read_context`: the first
     page and the summaries in one query): on a long thread a few hundred rows instead of
-    ``room // 2``. The recall checks the rare case (`picked_the_oldest_turn`) and loads
+    ``room // 2``. The recall checks the rare case (`Picked.took_oldest_turn`) and loads
     in full then. The entries are oldest first; ``complete`` is False when a visible
     message was left unread."""
     if config.load_count is not None or config.decay is not None:

@@ -23,7 +23,6 @@ from agentmemory.pipeline.budget import (
     OVER_BUDGET,
     context_room,
     pick_by_budget,
-    picked_the_oldest_turn,
 )
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
@@ -173,7 +172,7 @@ def recall(
         kept = filter_by_decay(entries, now, config.decay)
         decayed, entries = len(entries) - len(kept), kept
     picked = pick_by_budget(entries, budget_tokens, config)
-    if loaded.short and picked_the_oldest_turn(entries, picked.entries):
+    if loaded.short and picked.took_oldest_turn:
         # The budget stage went through a short load (`load_context`) without reaching
         # its limit, so an older turn might still have fit: pick from the full load.
         loaded = load_intact(thread, config, now, room)

@@ -42,11 +42,12 @@ _RULES: list[tuple[str, re.Pattern[str]]] = [
 
 
 def has_invisible(text: str) -> bool:
-    return _INVISIBLE.search(text) is not None
+    return not text.isascii() and _INVISIBLE.search(text) is not None
 
 
 def strip_invisible(text: str) -> str:
-    return _INVISIBLE.sub("", text)
+    # Every invisible character is outside ASCII: most texts need no search.
+    return text if text.isascii() else _INVISIBLE.sub("", text)
 
 
 def injection_flags(text: str) -> list[str]:
