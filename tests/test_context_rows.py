@@ -1,0 +1,149 @@
+"""The context load's plain SQL (`pipeline.rows`) reads what the querysets it states say.
+
+Over random threads (tool calls, summaries from inline folds, summaries held for review
+or retired, entries expired, tiers mixed, text outside ASCII) and random filters, each
+read is compared field by field with the ORM reading the same rules: messages with
+`MemoryEntryQuerySet.visible`, summaries with `load._visible_rows` (their coverage row
+and their sources too), and the count with a sliced ``count()``.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.db.models.signals import post_init
+from django.utils import timezone
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentmemory import services
+from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread, Tier
+from agentmemory.pipeline import load, rows
+from agentmemory.trust.signing import sources_by_summary
+from tests.test_context_load import chat_turns
+from tests.test_recall_contract import turns
+
+pytestmark = pytest.mark.django_db
+
+TIERS = [None, (), ("hot",), ("hot", "cold"), ("warm", "cold")]
+
+
+def values(instance: Any, names: Any) -> dict[str, Any]:
+    return {name: getattr(instance, name) for name in names}
+
+
+def entry_names(kind: str) -> list[str]:
+    fields = MemoryEntry._meta.concrete_fields
+    return [f.attname for f in fields
+            if kind == EntryKind.SUMMARY or f.attname in rows.MESSAGE_FIELDS]
+
+
+def build(conversation: list[list[dict[str, Any]]], folds: list[int],
+          touches: list[tuple[int, str]]) -> Thread:
+    thread = Thread.objects.create()
+    for number, turn in enumerate(conversation):
+        services.append(thread, [{**m, "content": m["content"] + (" café ✓" if number % 3 else "")}
+                                 for m in turn])
+        if number < len(folds):
+            services.recall(thread, folds[number], mode="inline")
+    ids = list(MemoryEntry.objects.filter(thread=thread).order_by("position", "id")
+               .values_list("pk", flat=True))
+    now = timezone.now()
+    for index, change in touches:  # what visibility turns on, applied to random rows
+        pk = ids[index % len(ids)]
+        update: dict[str, Any] = {
+            "expire": {"expires_at": now - timedelta(minutes=1)},
+            "later": {"expires_at": now + timedelta(days=1)},
+            "hold": {"held_at": now},
+            "retire": {"retired_at": now},
+            "warm": {"tier": Tier.WARM},
+            "cold": {"tier": Tier.COLD},
+        }[change]
+        MemoryEntry.objects.filter(pk=pk).update(**update)
+    return thread
+
+
+@settings(max_examples=30, deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                 HealthCheck.function_scoped_fixture])
+@given(
+    conversation=turns(),
+    folds=st.lists(st.sampled_from([200, 400, 900]), max_size=3),
+    touches=st.lists(st.tuples(st.integers(min_value=0, max_value=500),
+                               st.sampled_from(["expire", "later", "hold", "retire", "warm",
+                                                "cold"])), max_size=8),
+    tiers=st.sampled_from(TIERS),
+    limit=st.integers(min_value=1, max_value=40),
+    offset=st.integers(min_value=0, max_value=30),
+    count_limit=st.integers(min_value=1, max_value=80),
+)
+def test_the_plain_sql_reads_what_the_querysets_say(
+    conversation: list[list[dict[str, Any]]], folds: list[int],
+    touches: list[tuple[int, str]], tiers: tuple[str, ...] | None, limit: int, offset: int,
+    count_limit: int,
+) -> None:
+    thread = build(conversation, folds, touches)
+    now = timezone.now()
+    read = rows.read_context(thread.pk, tiers, now, limit=limit, count_limit=count_limit)
+
+    visible = MemoryEntry.objects.filter(thread=thread).visible(now, tiers)
+    messages = list(visible.messages().newest_first()[:limit])
+    names = entry_names(EntryKind.MESSAGE)
+    assert [values(m, names) for m in read.messages] == [values(m, names) for m in messages]
+
+    summaries = sorted(
+        load._visible_rows(thread.pk, tiers, now).summaries().select_related("coverage"),
+        key=lambda s: s.pk)
+    got = sorted(read.summaries, key=lambda s: s.pk)
+    names = entry_names(EntryKind.SUMMARY)
+    assert [values(s, names) for s in got] == [values(s, names) for s in summaries]
+    coverage = [f.attname for f in SummaryCoverage._meta.concrete_fields]
+    assert [values(s.coverage, coverage) for s in got] == [
+        values(s.coverage, coverage) for s in summaries]
+    assert read.sources == sources_by_summary(summaries)
+
+    expected_count = visible.order_by()[:count_limit].count() if messages else None
+    assert read.visible == expected_count
+
+    more = rows.more_messages(thread.pk, tiers, now, offset=offset, limit=limit)
+    names = entry_names(EntryKind.MESSAGE)
+    assert [values(m, names) for m in more] == [
+        values(m, names) for m in visible.messages().newest_first()[offset : offset + limit]]
+
+
+def test_a_field_the_load_left_out_is_read_when_asked_for(
+    django_assert_num_queries: Any,
+) -> None:
+    thread = Thread.objects.create()
+    services.append(thread, [{"role": "user", "content": "where is order 7?",
+                              "metadata": {"channel": "email"}}])
+    [message] = rows.read_context(thread.pk, None, timezone.now(), limit=5,
+                                  count_limit=5).messages
+    stored = MemoryEntry.objects.get(pk=message.pk)
+    assert "metadata" in message.get_deferred_fields()
+    with django_assert_num_queries(1):  # deferred, as after .only(): one read
+        assert message.metadata == stored.metadata == {"channel": "email"}
+    with django_assert_num_queries(0):  # a message's coverage is known to be none
+        assert getattr(message, "coverage", None) is None
+
+
+def test_init_receivers_see_every_row_the_load_builds() -> None:
+    thread = Thread.objects.create()
+    services.append(thread, chat_turns(0, 30))
+    services.recall(thread, 600, mode="inline")
+    seen: list[int] = []
+
+    def count(sender: Any, instance: Any, **kwargs: Any) -> None:
+        seen.append(instance.pk)
+
+    post_init.connect(count, sender=MemoryEntry)
+    try:
+        read = rows.read_context(thread.pk, None, timezone.now(), limit=50, count_limit=50)
+    finally:
+        post_init.disconnect(count, sender=MemoryEntry)
+    built = [entry.pk for entry in [*read.summaries, *read.messages]]
+    assert read.summaries, "the inline recall made no summary to test with"
+    assert sorted(seen) == sorted(built)
+    assert all(entry.content for entry in read.messages)
