@@ -8,6 +8,7 @@ retired rather than deleted), so the exact context can be rebuilt at any later t
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
@@ -26,7 +27,7 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.format import format_context
-from agentmemory.statements import Statement
+from agentmemory.statements import Insert, Statement
 
 
 def config_record(config: RecallConfig) -> dict[str, Any]:
@@ -70,7 +71,7 @@ def record_receipt(
             raise EntryGoneError(
                 f"An entry of thread {thread.pk} was erased during the recall; recall again."
             )
-        receipt = RecallReceipt.objects.create(
+        receipt = RecallReceipt(
             thread=thread,
             turn=turn,
             budget_tokens=budget_tokens,
@@ -84,6 +85,7 @@ def record_receipt(
             created_at=now,
             expires_at=expires_at,
         )
+        _INSERT_RECEIPT.create([receipt])
         insert_items(receipt.pk, picked)
     return receipt
 
@@ -96,20 +98,29 @@ _LOCK_TURN = Statement(
 )
 
 
+#: Every recall with receipts writes one: its INSERT is built once (`agentmemory.statements`).
+_INSERT_RECEIPT = Insert(RecallReceipt)
+
+
 def _stored_count(ids: set[int]) -> int:
-    """How many of these entries are stored. On PostgreSQL the ids go as one array
-    parameter: psycopg reads a long query's text on every call (hundreds of ids in
-    ``IN (...)`` cost the client more than the database takes to answer)."""
+    """How many of these entries are stored. The ids go as one parameter, an array on
+    PostgreSQL and a JSON array on SQLite: a query's text with hundreds of ids in
+    ``IN (...)`` costs the client more than the database takes to answer, and its SQL
+    would differ with every number of ids."""
     connection = connections[router.db_for_read(MemoryEntry)]
-    if connection.vendor != "postgresql":
-        return MemoryEntry.objects.filter(pk__in=ids).count()
     quote = connection.ops.quote_name
+    table = quote(MemoryEntry._meta.db_table)
+    column = quote(str(_column(MemoryEntry, "id").column))
+    ids_param: Any
+    if connection.vendor == "postgresql":
+        where, ids_param = f"{column} = ANY(%s)", sorted(ids)
+    elif connection.vendor == "sqlite":
+        where = f"{column} IN (SELECT value FROM json_each(%s))"
+        ids_param = json.dumps(sorted(ids))
+    else:
+        return MemoryEntry.objects.filter(pk__in=ids).count()
     with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT COUNT(*) FROM {quote(MemoryEntry._meta.db_table)} "
-            f"WHERE {quote(str(_column(MemoryEntry, 'id').column))} = ANY(%s)",
-            [sorted(ids)],
-        )
+        cursor.execute(f"SELECT COUNT(*) FROM {table} WHERE {where}", [ids_param])
         return int(cursor.fetchone()[0])
 
 
