@@ -67,6 +67,10 @@ CYCLE = 40  # distinct messages, user and assistant in turn
 #: ``BENCH_QUICK=1`` (bench/run.py's smoke run): a few rounds, to try changes quickly.
 QUICK = os.environ.get("BENCH_QUICK") == "1"
 ROUNDS = 5 if QUICK else 80  # timed calls per case on the folded thread
+#: The second shape: the seeded conversation as it is, its messages averaging about 40
+#: stored tokens, so a room takes several times the rows (and a second page).
+SEEDED_CYCLE = 200
+SEEDED_TAIL = 4_000  # about 160,000 tokens, more than the largest room
 BACKLOG_SIZES = (100, 10_000, 100_000)
 BACKLOG_BUDGET = 4_000
 BACKLOG_ROUNDS = 5 if QUICK else 80
@@ -74,6 +78,27 @@ TARGET_FLOOR = 2.0  # recall ÷ floor, RECEIPTS off
 TARGET_RECEIPTS = 1.25  # RECEIPTS on ÷ off
 TARGET_BACKLOG = 1.3  # largest backlog ÷ smallest
 SETTINGS: dict[str, Any] = {"SUMMARIZER": INSTANT_SUMMARIZER}
+
+
+def seeded_messages() -> list[dict[str, Any]]:
+    """The seeded conversation's first SEEDED_CYCLE messages (whole turns) as they are:
+    short messages, a tool call and its results every fifth turn; each counted once as
+    ``append`` counts it."""
+    from agentmemory.models import MemoryEntry
+    from agentmemory.pipeline.format import entry_line
+    from agentmemory.tokens import count_tokens
+
+    messages = conv.messages()
+    end = max(i for i in range(SEEDED_CYCLE + 1) if messages[i]["role"] == "user")
+    out: list[dict[str, Any]] = []
+    for message in messages[:end]:
+        shaped = {"role": message["role"], "content": message["content"],
+                  "tool_calls": message.get("tool_calls") or [],
+                  "tool_name": message.get("tool_name", ""),
+                  "tool_call_id": message.get("tool_call_id", "")}
+        entry = MemoryEntry(**{k: v for k, v in shaped.items() if k != "tool_call_id"})
+        out.append({**shaped, "tokens": count_tokens(entry_line(entry))})
+    return out
 
 
 def long_messages() -> list[dict[str, Any]]:
@@ -112,9 +137,9 @@ def build(size: int, tail: int, messages: list[dict[str, Any]]) -> Any:
     return Thread.objects.get(pk=thread.pk)
 
 
-def load_statement(call: Callable[[], Any]) -> tuple[str, Any]:
-    """The first page query ``call`` sends to the entry table: SQL and parameters as
-    Django hands them to the driver."""
+def load_statements(call: Callable[[], Any]) -> list[tuple[str, Any]]:
+    """The load queries ``call`` sends to the entry table (its first page, and any later
+    page): SQL and parameters as Django hands them to the driver."""
     from django.db import connection
 
     sent: list[tuple[str, Any]] = []
@@ -125,8 +150,8 @@ def load_statement(call: Callable[[], Any]) -> tuple[str, Any]:
 
     with connection.execute_wrapper(spy):
         call()
-    return next((sql, params) for sql, params in sent if sql.startswith("SELECT")
-                and 'FROM "agentmemory_memoryentry"' in sql and "DESC" in sql)
+    return [(sql, params) for sql, params in sent if sql.startswith("SELECT")
+            and 'FROM "agentmemory_memoryentry"' in sql and "DESC" in sql]
 
 
 class Floor:
@@ -147,17 +172,22 @@ class Floor:
                 password=given["PASSWORD"] or None, dbname=given["NAME"], autocommit=True)
         self.qmark = database.engine == "sqlite"
 
-    def reader(self, sql: str, params: Any, room: int) -> Callable[[], tuple[str, int]]:
+    def reader(self, statements: list[tuple[str, Any]], room: int
+               ) -> Callable[[], tuple[str, int]]:
         if self.qmark:  # what Django's SQLite cursor does to the SQL before the driver
-            sql = re.sub(r"(?<!%)%s", "?", sql).replace("%%", "%")
+            statements = [(re.sub(r"(?<!%)%s", "?", sql).replace("%%", "%"), params)
+                          for sql, params in statements]
         cursor = self.connection.cursor()
 
         def read() -> tuple[str, int]:
-            cursor.execute(sql, params)
-            names = [column[0] for column in cursor.description]
+            found: list[Any] = []
+            for sql, params in statements:
+                cursor.execute(sql, params)
+                names = [column[0] for column in cursor.description]
+                found.extend(cursor.fetchall())
             tokens_at, content_at = names.index("token_count"), names.index("content")
             lines, held = [], 0
-            for row in cursor.fetchall():  # newest first
+            for row in found:  # newest first (after the summaries)
                 held += row[tokens_at]
                 if held > room:
                     break
@@ -218,11 +248,15 @@ def _measure(database: Database) -> dict[str, Any]:
     messages = long_messages()
     began = time.perf_counter()
     thread = build(FOLDED_MESSAGES, TAIL, messages)
+    seeded = seeded_messages()
+    second = build(FOLDED_MESSAGES, SEEDED_TAIL, seeded)
     backlog = {size: build(size, size, messages) for size in BACKLOG_SIZES}
     out: dict[str, Any] = {"engine": describe_engine(), "messages": FOLDED_MESSAGES,
                            "reserve": memory_settings.RESERVE_TOKENS,
                            "tail": TAIL, "message_tokens": [m["tokens"] for m in messages],
-                           "build_s": time.perf_counter() - began, "budgets": {}}
+                           "build_s": time.perf_counter() - began, "budgets": {},
+                           "seeded": {"tail": SEEDED_TAIL, "budgets": {},
+                                      "message_tokens": [m["tokens"] for m in seeded]}}
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("VACUUM ANALYZE")
@@ -252,14 +286,28 @@ def _measure(database: Database) -> dict[str, Any]:
                    summaries=len(result.summaries_used), omitted=result.omitted,
                    omitted_reason=result.omitted_reason)
         with receipts[False]:
-            sql, params = load_statement(recall)
-        read = floor.reader(sql, params, room)
+            read = floor.reader(load_statements(recall), room)
         text, lines = read()
         row.update(floor_rows=lines, floor_chars=len(text))
         out["budgets"][str(budget)] = row
         cases[f"floor {budget}"] = read
         cases[f"off {budget}"] = recall
         cases[f"on {budget}"] = recall
+        def recall_seeded(budget: int = budget) -> Any:
+            return services.recall(second, budget, mode="background")
+
+        with receipts[False]:
+            recall_seeded()
+            with CaptureQueriesContext(connection) as captured:
+                result = recall_seeded()
+            read_seeded = floor.reader(load_statements(recall_seeded), room)
+        text, lines = read_seeded()
+        out["seeded"]["budgets"][str(budget)] = {
+            "room": room, "messages": len(result.messages), "tokens": result.tokens,
+            "summaries": len(result.summaries_used), "queries_off": len(captured.captured_queries),
+            "floor_rows": lines, "floor_chars": len(text)}
+        cases[f"floor {budget} seeded"] = read_seeded
+        cases[f"off {budget} seeded"] = recall_seeded
         if session is not None:
             def items(n: int = row["messages"]) -> Any:
                 return loop.run_until_complete(session.get_items(limit=n))
@@ -288,6 +336,8 @@ def _measure(database: Database) -> dict[str, Any]:
         for label in ("floor", "off", "on", "sdk"):
             if f"{label} {budget}" in timings:
                 row[label] = timings[f"{label} {budget}"]
+        for label in ("floor", "off"):
+            out["seeded"]["budgets"][str(budget)][label] = timings[f"{label} {budget} seeded"]
     out["backlog"] = _backlog(backlog)
     out["rounds"], out["backlog_rounds"] = ROUNDS, BACKLOG_ROUNDS
     return out
@@ -371,8 +421,11 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
   Django hands them to the driver, captured once) run on a plain `sqlite3` or `psycopg`
   connection, then the newest rows taken while their stored `token_count` sum stays
   within the room (B less the {first["reserve"]}-token reserve and the header), their `content`
-  joined with `"\\n"`. Its rows are the ones the recall's first page reads; the recall
-  also adds the summaries, renders each message with its role, and checks signatures.
+  joined with `"\\n"`. That query is recall's one round trip for its load
+  (`agentmemory/pipeline/rows.py`): every visible summary with its coverage row and its
+  sources, the first page of the newest messages, and the visible rows counted for
+  `omitted`; the recall also builds the entries, picks whole turns, renders each
+  message with its role, and checks signatures.
 * **queries**: Django's `CaptureQueriesContext` around one recall (BEGIN, SAVEPOINT and
   COMMIT included).
 * Targets: recall ≤ {TARGET_FLOOR:g} × the floor (receipts off), receipts on ≤
@@ -394,6 +447,7 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
              "recall, receipts off", "recall, receipts on", "floor",
              f"recall ÷ floor (≤ {TARGET_FLOOR:g})", f"on ÷ off (≤ {TARGET_RECEIPTS:g})",
              "queries off / on"], rows))
+        parts.append(_seeded(run))
     parts.append(_sdk(engines))
     parts.append(_backlog_table(engines))
     parts.append("\n".join(f"* {finding}" for finding in findings(engines)))
@@ -401,6 +455,29 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
                  + ", ".join(f"{run['engine']} {run['build_s']:.0f} s" for run in engines.values())
                  + f"), at the source measured, {results.get('source', 'unknown')}.")
     return "\n\n".join(part for part in parts if part)
+
+
+def _seeded(run: dict[str, Any]) -> str:
+    """The second shape's table: the seeded conversation as it is."""
+    seeded = run.get("seeded")
+    if not seeded:
+        return ""
+    tokens = seeded["message_tokens"]
+    rows = []
+    for budget, row in seeded["budgets"].items():
+        ratio = row["off"]["p50_ms"] / row["floor"]["p50_ms"]
+        rows.append([f"{int(budget):,}", f"{row['messages']} ({row['summaries']})",
+                     str(row["floor_rows"]), _ms(row["off"]), _ms(row["floor"]),
+                     f"×{ratio:.1f}: {_verdict(ratio <= TARGET_FLOOR)}",
+                     str(row["queries_off"])])
+    return (f"The same on a second shape, {run['engine']}: a folded thread of the seeded "
+            f"conversation's first {len(tokens)} messages as they are ({min(tokens)} to "
+            f"{max(tokens)} stored tokens, {sum(tokens) / len(tokens):.0f} on average; a tool "
+            f"call and its results every fifth turn), repeated, its newest "
+            f"{seeded['tail']:,} uncovered. Receipts off; the floor runs every load query "
+            f"the recall sent (a room of short messages takes a second page).\n\n" + table(
+                ["budget", "messages recalled (summaries)", "floor rows", "recall",
+                 "floor", f"recall ÷ floor (≤ {TARGET_FLOOR:g})", "queries"], rows))
 
 
 def _sdk(engines: dict[str, Any]) -> str:
@@ -467,6 +544,12 @@ def findings(engines: dict[str, Any]) -> list[str]:
             f"{int(max(ratios, key=ratios.__getitem__)):,}); within ×{TARGET_FLOOR:g} at "
             f"{', '.join(met) if met else f'none of the {len(ratios)} budgets'}. Receipts "
             f"on ÷ off: ×{min(receipts.values()):.2f} to ×{max(receipts.values()):.2f}.")
+        if run.get("seeded"):
+            second = {b: row["off"]["p50_ms"] / row["floor"]["p50_ms"]
+                      for b, row in run["seeded"]["budgets"].items()}
+            found.append(
+                f"{run['engine']}, the seeded conversation's shape: ×{min(second.values()):.1f}"
+                f" to ×{max(second.values()):.1f} the floor's time.")
         backlog = run["backlog"]
         sizes = sorted(backlog, key=int)
         small, large = backlog[sizes[0]], backlog[sizes[-1]]
