@@ -181,7 +181,8 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
         held += sum(map(entry_cost, more))
         fetched = len(more)
     complete = fetched < page
-    entries = sorted([*read.summaries, *messages], key=lambda entry: (entry.position, entry.pk))
+    messages.reverse()  # newest first as read; the summaries go in at their places
+    entries = sorted([*read.summaries, *messages], key=lambda entry: (entry.position, entry.id))
     loaded = _split(entries, now, complete=complete, short=not complete)
     return dataclasses.replace(loaded, sources=read.sources, visible=read.visible)
 

@@ -18,13 +18,16 @@ def turn_starts(entries: Sequence[MemoryEntry]) -> list[bool]:
     """``starts[i]``: a new turn (or a summary) begins at ``entries[i]``."""
     starts: list[bool] = []
     seen_user = False
-    for index, entry in enumerate(entries):
-        previous = entries[index - 1] if index else None
-        if previous is None or entry.is_summary or previous.is_summary:
+    previous: MemoryEntry | None = None
+    previous_summary = False
+    for entry in entries:
+        summary = entry.is_summary
+        if previous is None or summary or previous_summary:
             starts.append(True)
         else:
             starts.append(
                 entry.turn != previous.turn and (entry.role == Role.USER or not seen_user)
             )
-        seen_user = seen_user or (not entry.is_summary and entry.role == Role.USER)
+        seen_user = seen_user or (not summary and entry.role == Role.USER)
+        previous, previous_summary = entry, summary
     return starts
