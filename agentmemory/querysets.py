@@ -182,7 +182,16 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
         """Whether thread ``pk`` is among `fold_on_its_way` (whatever this queryset
         filters): every background recall that leaves history out asks, so its SQL is
         built once (`agentmemory.statements`)."""
-        return bool(_FOLD_ON_ITS_WAY.rows(thread=pk, now=now))
+        statement = _FOLD_ON_ITS_WAY.get(self.model)
+        if statement is None:
+            manager = self.model._default_manager
+
+            def build(*, thread: int, now: datetime) -> Any:
+                return (manager.fold_on_its_way(now).filter(pk=thread)
+                        .order_by().values_list("pk"))
+
+            statement = _FOLD_ON_ITS_WAY[self.model] = Statement(build, thread=int, now=datetime)
+        return bool(statement.rows(thread=pk, now=now))
 
     def follow_recall_budget(self, pk: int, budget_tokens: int) -> bool:
         """Record a background recall's budget as the thread's fold room when it is the
@@ -278,10 +287,5 @@ class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
         }
 
 
-def _fold_on_its_way(*, thread: int, now: datetime) -> Any:
-    from agentmemory.models import Thread
-
-    return Thread.objects.fold_on_its_way(now).filter(pk=thread).order_by().values_list("pk")
-
-
-_FOLD_ON_ITS_WAY = Statement(_fold_on_its_way, thread=int, now=datetime)
+#: `ThreadQuerySet.has_fold_on_its_way`'s statement, per model (built on first use).
+_FOLD_ON_ITS_WAY: dict[type[models.Model], Statement] = {}

@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tracemalloc
 from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
@@ -60,7 +61,10 @@ from bench.common import (  # noqa: E402
 
 ENGINES = ("sqlite", "postgres")
 BUDGETS = (1_000, 4_000, 16_000, 128_000)
-FOLDED_MESSAGES = 10_000
+#: The first shape is as long as a thread used for years; the tail recall reads is the
+#: same at any length (the folded part shows it flat from 1,000 to 1,000,000).
+FOLDED_MESSAGES = 1_000_000
+SEEDED_MESSAGES = 10_000
 TAIL = 1_000  # uncovered messages: ~150,000 tokens, more than the largest room
 MESSAGE_TOKENS = 150
 CYCLE = 40  # distinct messages, user and assistant in turn
@@ -249,13 +253,14 @@ def _measure(database: Database) -> dict[str, Any]:
     began = time.perf_counter()
     thread = build(FOLDED_MESSAGES, TAIL, messages)
     seeded = seeded_messages()
-    second = build(FOLDED_MESSAGES, SEEDED_TAIL, seeded)
+    second = build(SEEDED_MESSAGES, SEEDED_TAIL, seeded)
     backlog = {size: build(size, size, messages) for size in BACKLOG_SIZES}
     out: dict[str, Any] = {"engine": describe_engine(), "messages": FOLDED_MESSAGES,
                            "reserve": memory_settings.RESERVE_TOKENS,
                            "tail": TAIL, "message_tokens": [m["tokens"] for m in messages],
                            "build_s": time.perf_counter() - began, "budgets": {},
                            "seeded": {"tail": SEEDED_TAIL, "budgets": {},
+                                      "messages": SEEDED_MESSAGES,
                                       "message_tokens": [m["tokens"] for m in seeded]}}
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
@@ -285,6 +290,12 @@ def _measure(database: Database) -> dict[str, Any]:
         row.update(messages=len(result.messages), tokens=result.tokens,
                    summaries=len(result.summaries_used), omitted=result.omitted,
                    omitted_reason=result.omitted_reason)
+        with receipts[False]:
+            recall()
+            tracemalloc.start()
+            recall()
+            row["traced_peak_kib"] = tracemalloc.get_traced_memory()[1] / 1024
+            tracemalloc.stop()
         with receipts[False]:
             read = floor.reader(load_statements(recall), room)
         text, lines = read()
@@ -427,7 +438,8 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
   `omitted`; the recall also builds the entries, picks whole turns, renders each
   message with its role, and checks signatures.
 * **queries**: Django's `CaptureQueriesContext` around one recall (BEGIN, SAVEPOINT and
-  COMMIT included).
+  COMMIT included). **traced peak**: `tracemalloc`'s peak of Python allocations during
+  one recall, receipts off (the interpreter's own memory and the database's excluded).
 * Targets: recall ≤ {TARGET_FLOOR:g} × the floor (receipts off), receipts on ≤
   {TARGET_RECEIPTS:g} × off; times are p50 / p95 ms."""]
     for run in engines.values():
@@ -441,12 +453,13 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
                 f"×{floor_ratio:.1f}: {_verdict(floor_ratio <= TARGET_FLOOR)}",
                 f"×{receipts:.2f}: {_verdict(receipts <= TARGET_RECEIPTS)}",
                 f"{row['queries_off']} / {row['queries_on']}",
+                number(row.get("traced_peak_kib", 0), 0),
             ])
         parts.append(f"### {run['engine']}\n\n" + table(
             ["budget", "room", "messages recalled (summaries)", "floor rows",
              "recall, receipts off", "recall, receipts on", "floor",
              f"recall ÷ floor (≤ {TARGET_FLOOR:g})", f"on ÷ off (≤ {TARGET_RECEIPTS:g})",
-             "queries off / on"], rows))
+             "queries off / on", "traced peak KiB"], rows))
         parts.append(_seeded(run))
     parts.append(_sdk(engines))
     parts.append(_backlog_table(engines))
@@ -470,8 +483,9 @@ def _seeded(run: dict[str, Any]) -> str:
                      str(row["floor_rows"]), _ms(row["off"]), _ms(row["floor"]),
                      f"×{ratio:.1f}: {_verdict(ratio <= TARGET_FLOOR)}",
                      str(row["queries_off"])])
-    return (f"The same on a second shape, {run['engine']}: a folded thread of the seeded "
-            f"conversation's first {len(tokens)} messages as they are ({min(tokens)} to "
+    return (f"The same on a second shape, {run['engine']}: a folded thread of "
+            f"{seeded['messages']:,} messages, the seeded "
+            f"conversation's first {len(tokens)} as they are ({min(tokens)} to "
             f"{max(tokens)} stored tokens, {sum(tokens) / len(tokens):.0f} on average; a tool "
             f"call and its results every fifth turn), repeated, its newest "
             f"{seeded['tail']:,} uncovered. Receipts off; the floor runs every load query "
