@@ -232,14 +232,10 @@ class MemoryEntry(models.Model):
         indexes = [
             # Recall reads the newest uncovered rows of one thread: a partial index
             # holds only those, so the read stays short however long the thread is.
-            # The rest of what makes a row visible (live, unexpired) is in it too, and
-            # what the fold decision sums, so recall's count of the visible rows and an
-            # append's tally read the index alone, and PostgreSQL does not take the
-            # thread's every row and a sort for cheaper (SQLite covers a query only with
-            # the columns of the condition too).
+            # (Made wider to cover recall's count, it looked dearer than the order index
+            # below to PostgreSQL before ANALYZE: tests/test_query_plan.py.)
             models.Index(
-                fields=["thread", "-position", "-id", "retired_at", "held_at", "expires_at",
-                        "covered_by", "kind", "token_count"],
+                fields=["thread", "-position", "-id"],
                 condition=Q(covered_by__isnull=True),
                 name="agentmemory_entry_visible",
             ),

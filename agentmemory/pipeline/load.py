@@ -15,7 +15,7 @@ from typing import Any
 from django.db.models import Count, F, Q, QuerySet, Sum
 
 from agentmemory.models import EntryKind, MemoryEntry, Thread
-from agentmemory.pipeline import rows
+from agentmemory.pipeline import rows as context_rows
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.plan import Tally, entry_cost
 from agentmemory.querysets import MemoryEntryQuerySet, expired_q, no_fold_on_its_way_q
@@ -126,9 +126,8 @@ OMITTED_COUNT_LIMIT = 1_000
 
 def count_visible(thread: Thread, config: RecallConfig, now: datetime, *, limit: int) -> int:
     """How many entries of the thread recall may load (`MemoryEntryQuerySet.visible`),
-    counted up to ``limit``: the database stops reading there."""
-    rows = MemoryEntry.objects.filter(thread=thread.pk).visible(now, config.tiers).order_by()
-    return rows[:limit].count()
+    counted up to ``limit``: the database stops reading there (`context_rows.count_visible`)."""
+    return context_rows.count_visible(thread.pk, config.tiers, now, limit=limit)
 
 
 def tally_visible(
@@ -156,7 +155,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     The budget stage takes the newest turn, then summaries (any age), then the newest
     turns back to the first that does not fit, so messages older than the newest
     ``room`` tokens are rarely picked. This reads every visible summary and pages of the
-    newest messages until they hold more than ``room`` (`rows.read_context`: the first
+    newest messages until they hold more than ``room`` (`context_rows.read_context`: the first
     page and the summaries in one query): on a long thread a few hundred rows instead of
     ``room // 2``. The recall checks the rare case (`Picked.took_oldest_turn`) and loads
     in full then. The entries are oldest first; ``complete`` is False when a visible
@@ -165,8 +164,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
         return load_visible(thread, config, now, room)
     cap = row_cap(config, room)
     page = min(cap, max(CONTEXT_MIN_PAGE, room // CONTEXT_PAGE_DIVISOR + 1))
-    read = rows.read_context(thread.pk, config.tiers, now, limit=page,
-                             count_limit=cap + OMITTED_COUNT_LIMIT)
+    read = context_rows.read_context(thread.pk, config.tiers, now, limit=page)
     messages = read.messages
     held = sum(map(entry_cost, messages))
     fetched = len(messages)
@@ -175,7 +173,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
         # and a quarter more, so a second page is nearly always the last.
         wanted = (room - held) * len(messages) // max(1, held) + 1
         page = min(cap - len(messages), max(page, wanted + wanted // 4))
-        more = rows.more_messages(thread.pk, config.tiers, now, offset=len(messages),
+        more = context_rows.more_messages(thread.pk, config.tiers, now, offset=len(messages),
                                   limit=page)
         messages.extend(more)
         held += sum(map(entry_cost, more))
@@ -184,7 +182,10 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     messages.reverse()  # newest first as read; the summaries go in at their places
     entries = sorted([*read.summaries, *messages], key=lambda entry: (entry.position, entry.id))
     loaded = _split(entries, now, complete=complete, short=not complete)
-    return dataclasses.replace(loaded, sources=read.sources, visible=read.visible)
+    # Counted only when something was left unread: the count reads up to the bound.
+    visible = None if complete else context_rows.count_visible(
+        thread.pk, config.tiers, now, limit=cap + OMITTED_COUNT_LIMIT)
+    return dataclasses.replace(loaded, sources=read.sources, visible=visible)
 
 
 def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int) -> Loaded:

@@ -1,5 +1,6 @@
 """The context load in plain SQL: the newest visible messages and every visible summary,
-with its coverage row and the ids of what it stands for, in one round trip.
+with its coverage row and the ids of what it stands for, in one round trip; and the
+count of visible entries a recall that left some unread reports as ``omitted``.
 
 `load.load_context` reads through this module. Its SQL states the querysets' rules:
 messages as `MemoryEntryQuerySet.visible` (uncovered, live, unexpired, in the tiers),
@@ -45,25 +46,19 @@ Converters = list[tuple[Converter, Any]]
 class ContextRows:
     """``messages``: the newest first, as many as were asked for (fewer: none are left).
     ``summaries``: every visible one, in no order. ``sources``: each summary's entry ids,
-    sorted (what `signing.sources_by_summary` reads). ``visible``: the thread's visible
-    entries (`MemoryEntryQuerySet.visible`) counted up to the count limit, when a
-    message was read to carry the count."""
+    sorted (what `signing.sources_by_summary` reads)."""
 
     messages: list[MemoryEntry]
     summaries: list[MemoryEntry]
     sources: dict[int, list[int]]
-    visible: int | None
 
 
 def read_context(
-    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int,
-    count_limit: int,
+    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int
 ) -> ContextRows:
-    """Every visible summary of the thread and its ``limit`` newest visible messages;
-    the visible entries counted up to ``count_limit`` (the database stops there)."""
+    """Every visible summary of the thread and its ``limit`` newest visible messages."""
     shape = _shape(tiers)
     params = [*shape.summary_params(thread_id, tiers),
-              *shape.count_params(thread_id, tiers, now, count_limit),
               *shape.message_params(thread_id, tiers, now, limit, 0)]
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
@@ -73,10 +68,9 @@ def read_context(
     summary_rows = [row for row in found if row[kind_at] == EntryKind.SUMMARY]
     message_rows = [row for row in found if row[kind_at] != EntryKind.SUMMARY]
     summaries = [shape.summary(row, connection) for row in summary_rows]
-    sources = {summary.pk: _ids(row[-2])
+    sources = {summary.pk: _ids(row[-1])
                for summary, row in zip(summaries, summary_rows, strict=True)}
-    visible = int(message_rows[0][-1]) if message_rows else None
-    return ContextRows(shape.messages(message_rows, connection), summaries, sources, visible)
+    return ContextRows(shape.messages(message_rows, connection), summaries, sources)
 
 
 def more_messages(
@@ -88,6 +82,17 @@ def more_messages(
     with connection.cursor() as cursor:
         cursor.execute(shape.page_sql, shape.message_params(thread_id, tiers, now, limit, offset))
         return shape.messages(cursor.fetchall(), connection)
+
+
+def count_visible(
+    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int
+) -> int:
+    """The thread's visible entries (`MemoryEntryQuerySet.visible`), counted up to
+    ``limit``: the database stops there."""
+    shape = _shape(tiers)
+    with connections[shape.alias].cursor() as cursor:
+        cursor.execute(shape.count_sql, shape.count_params(thread_id, tiers, now, limit))
+        return int(cursor.fetchone()[0])
 
 
 def _ids(joined: str | None) -> list[int]:
@@ -132,14 +137,13 @@ class _Shape:
                    f" WHERE {column(s, SummarySource, 'summary')} = {entry_id})")
         order = (f"{column(e, MemoryEntry, 'position')} DESC,"
                  f" {entry_id} DESC")
-        # Counted on the same index the load reads, newest first, up to the limit.
-        counted = (f"(SELECT COUNT(*) FROM (SELECT 1 FROM {e} WHERE {uncovered_live}"
-                   f" AND {unexpired} ORDER BY {order} LIMIT %s) counted)")
+        # Newest first, on the index the load reads, up to the limit.
+        self.count_sql = (f"SELECT COUNT(*) FROM (SELECT 1 FROM {e} WHERE {uncovered_live}"
+                          f" AND {unexpired} ORDER BY {order} LIMIT %s) counted")
         summary_columns = [
             *(f"{e}.{quote(str(f.column))}" for f in self.entry_fields),
             *(f"{c}.{quote(str(f.column))}" for f in self.coverage_fields),
             sources,
-            "CAST(NULL AS BIGINT)",
         ]
         # A message row has NULL where a summary has its coverage and sources: typed, as
         # PostgreSQL types a UNION's columns by its arms.
@@ -149,13 +153,12 @@ class _Shape:
             *(_null(f, connection) for f in self.coverage_fields),
             "CAST(NULL AS TEXT)",
         ]
-        page = f"FROM {e} WHERE {visible} AND {unexpired} ORDER BY {order} LIMIT %s OFFSET %s"
-        self.page_sql = f"SELECT {', '.join(message_columns)}, CAST(NULL AS BIGINT) {page}"
+        self.page_sql = (f"SELECT {', '.join(message_columns)} FROM {e} WHERE {visible}"
+                         f" AND {unexpired} ORDER BY {order} LIMIT %s OFFSET %s")
         self.first_sql = (
             f"SELECT {', '.join(summary_columns)} FROM {e} LEFT OUTER JOIN {c}"
             f" ON {column(c, SummaryCoverage, 'summary')} = {entry_id} WHERE {visible}"
-            f" UNION ALL SELECT * FROM (SELECT {', '.join(message_columns)}, {counted}"
-            f" {page}) newest"
+            f" UNION ALL SELECT * FROM ({self.page_sql}) newest"
         )
         self.entry_converters = [_converters(f, connection) for f in self.entry_fields]
         self.coverage_converters = [_converters(f, connection) for f in self.coverage_fields]

@@ -11,10 +11,29 @@ import json
 import re
 from typing import Any
 
-# Unicode tag characters (U+E0000-U+E007F) spell hidden ASCII; zero-width and bidi
-# controls hide or reorder text.
+#: What "invisible" means, the one definition every filter uses: every format character
+#: (Unicode category Cf: zero-width characters, bidirectional controls, the tag
+#: characters U+E0000-U+E007F that spell hidden ASCII, interlinear annotation marks,
+#: the soft hyphen...), and the characters of other categories that draw nothing: the
+#: combining grapheme joiner, the variation selectors, the Hangul fillers, the Khmer
+#: inherent vowels and the Mongolian free variation selectors. Written out (as of
+#: Unicode 15.1) rather than computed at import; tests/test_quarantine.py checks every
+#: Cf character of the running Python's Unicode database is in it.
+INVISIBLE_RANGES: tuple[tuple[int, int], ...] = (
+    # category Cf
+    (0x00AD, 0x00AD), (0x0600, 0x0605), (0x061C, 0x061C), (0x06DD, 0x06DD),
+    (0x070F, 0x070F), (0x0890, 0x0891), (0x08E2, 0x08E2), (0x180E, 0x180E),
+    (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
+    (0xFEFF, 0xFEFF), (0xFFF9, 0xFFFB), (0x110BD, 0x110BD), (0x110CD, 0x110CD),
+    (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0001, 0xE0001),
+    (0xE0020, 0xE007F),
+    # other categories that draw nothing
+    (0x034F, 0x034F), (0x115F, 0x1160), (0x17B4, 0x17B5), (0x180B, 0x180D),
+    (0x180F, 0x180F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFFA0, 0xFFA0),
+    (0xE0100, 0xE01EF),
+)
 _INVISIBLE = re.compile(
-    "[\U000e0000-\U000e007f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff\u00ad]"
+    "[" + "".join(f"{chr(low)}-{chr(high)}" for low, high in INVISIBLE_RANGES) + "]"
 )
 
 # Aimed at the model, not at a person: "ignore previous instructions", not "disregard my
