@@ -142,8 +142,9 @@ def build(size: int, tail: int, messages: list[dict[str, Any]]) -> Any:
 
 
 def load_statements(call: Callable[[], Any]) -> list[tuple[str, Any]]:
-    """The load queries ``call`` sends to the entry table (its first page, and any later
-    page): SQL and parameters as Django hands them to the driver."""
+    """The load queries ``call`` sends to the entry table (its first page, any later
+    page, the count of visible rows it left unread): SQL and parameters as Django hands
+    them to the driver."""
     from django.db import connection
 
     sent: list[tuple[str, Any]] = []
@@ -184,18 +185,20 @@ class Floor:
         cursor = self.connection.cursor()
 
         def read() -> tuple[str, int]:
-            found: list[Any] = []
+            found: list[tuple[Any, Any]] = []  # (token_count, content), newest first
             for sql, params in statements:
                 cursor.execute(sql, params)
                 names = [column[0] for column in cursor.description]
-                found.extend(cursor.fetchall())
-            tokens_at, content_at = names.index("token_count"), names.index("content")
+                rows = cursor.fetchall()
+                if "token_count" in names:  # a page (the count of visible rows is not)
+                    at = names.index("token_count"), names.index("content")
+                    found.extend((row[at[0]], row[at[1]]) for row in rows)
             lines, held = [], 0
-            for row in found:  # newest first (after the summaries)
-                held += row[tokens_at]
+            for tokens, content in found:  # after the summaries, newest first
+                held += tokens
                 if held > room:
                     break
-                lines.append(row[content_at])
+                lines.append(content)
             lines.reverse()
             return "\n".join(lines), len(lines)
 
@@ -428,15 +431,16 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
 
 * **recall**: `services.recall(thread, B, mode="background")` with `RECEIPTS` off, and
   on (`override_settings`; one untimed recall after each switch).
-* **floor**: the first load query that recall sends at B (its SQL and parameters, as
+* **floor**: the load queries that recall sends at B (their SQL and parameters, as
   Django hands them to the driver, captured once) run on a plain `sqlite3` or `psycopg`
   connection, then the newest rows taken while their stored `token_count` sum stays
   within the room (B less the {first["reserve"]}-token reserve and the header), their `content`
-  joined with `"\\n"`. That query is recall's one round trip for its load
+  joined with `"\\n"`. The first query is recall's one round trip for its load
   (`agentmemory/pipeline/rows.py`): every visible summary with its coverage row and its
-  sources, the first page of the newest messages, and the visible rows counted for
-  `omitted`; the recall also builds the entries, picks whole turns, renders each
-  message with its role, and checks signatures.
+  sources, and the first page of the newest messages; the floor runs a later page and
+  the count of the visible rows for `omitted` too, when the recall sent them. The
+  recall also builds the entries, picks whole turns, renders each message with its
+  role, and checks signatures.
 * **queries**: Django's `CaptureQueriesContext` around one recall (BEGIN, SAVEPOINT and
   COMMIT included). **traced peak**: `tracemalloc`'s peak of Python allocations during
   one recall, receipts off (the interpreter's own memory and the database's excluded).
