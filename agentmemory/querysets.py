@@ -144,12 +144,6 @@ class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
     def newest_first(self) -> MemoryEntryQuerySet:
         return self.order_by("-position", "-id")
 
-    def older_than(self, entry: MemoryEntry) -> MemoryEntryQuerySet:
-        """Entries before ``entry`` in the thread's order (position, then id)."""
-        return self.filter(
-            Q(position__lt=entry.position) | Q(position=entry.position, id__lt=entry.pk)
-        )
-
     def tool_call_ids(self) -> tuple[set[str], set[str]]:
         """The tool call ids these entries call, and those their tool results answer."""
         called: set[str] = set()

@@ -147,7 +147,8 @@ def test_every_format_character_is_invisible() -> None:
 
 def test_nothing_that_draws_is_taken_for_invisible() -> None:
     """Outside the definition's ranges no character is stripped, and within them none is
-    a letter, digit, mark a reader sees, punctuation, symbol or space."""
+    a digit, punctuation, symbol or space (the Hangul fillers are letters and the
+    variation selectors marks by category, though they draw nothing)."""
     inside = {code for low, high in INVISIBLE_RANGES for code in range(low, high + 1)}
     stripped = [code for code in range(0x20, 0x30000)
                 if unicodedata.category(chr(code)) != "Cs" and strip_invisible(chr(code)) == ""]

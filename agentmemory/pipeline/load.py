@@ -53,9 +53,6 @@ class Loaded:
     short: bool = False
     #: Each loaded summary's entry ids, sorted, when the load read them too.
     sources: dict[int, list[int]] | None = None
-    #: `count_visible` up to the row cap and `OMITTED_COUNT_LIMIT`, when the load
-    #: counted too.
-    visible: int | None = None
 
 
 def row_cap(config: RecallConfig, room: int) -> int:
@@ -155,8 +152,8 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     The budget stage takes the newest turn, then summaries (any age), then the newest
     turns back to the first that does not fit, so messages older than the newest
     ``room`` tokens are rarely picked. This reads every visible summary and pages of the
-    newest messages until they hold more than ``room`` (`context_rows.read_context`: the first
-    page and the summaries in one query): on a long thread a few hundred rows instead of
+    newest messages until they hold more than ``room`` (`context_rows.read_context`: the
+    first page and the summaries in one query): on a long thread a few hundred rows, not
     ``room // 2``. The recall checks the rare case (`Picked.took_oldest_turn`) and loads
     in full then. The entries are oldest first; ``complete`` is False when a visible
     message was left unread."""
@@ -173,8 +170,8 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
         # and a quarter more, so a second page is nearly always the last.
         wanted = (room - held) * len(messages) // max(1, held) + 1
         page = min(cap - len(messages), max(page, wanted + wanted // 4))
-        more = context_rows.more_messages(thread.pk, config.tiers, now, offset=len(messages),
-                                  limit=page)
+        more = context_rows.more_messages(
+            thread.pk, config.tiers, now, offset=len(messages), limit=page)
         messages.extend(more)
         held += sum(map(entry_cost, more))
         fetched = len(more)
@@ -182,10 +179,7 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     messages.reverse()  # newest first as read; the summaries go in at their places
     entries = sorted([*read.summaries, *messages], key=lambda entry: (entry.position, entry.id))
     loaded = _split(entries, now, complete=complete, short=not complete)
-    # Counted only when something was left unread: the count reads up to the bound.
-    visible = None if complete else context_rows.count_visible(
-        thread.pk, config.tiers, now, limit=cap + OMITTED_COUNT_LIMIT)
-    return dataclasses.replace(loaded, sources=read.sources, visible=visible)
+    return dataclasses.replace(loaded, sources=read.sources)
 
 
 def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int) -> Loaded:

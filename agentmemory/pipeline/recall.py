@@ -183,11 +183,9 @@ def recall(
         omitted_reason = DECAYED
     if config.budget_driven and not loaded.complete:
         # History beyond the row cap (a backfill not folded yet) is left out too.
-        visible = loaded.visible
-        if visible is None:
-            visible = count_visible(
-                thread, config, now, limit=row_cap(config, room) + OMITTED_COUNT_LIMIT
-            )
+        visible = count_visible(
+            thread, config, now, limit=row_cap(config, room) + OMITTED_COUNT_LIMIT
+        )
         if visible > len(loaded.entries):
             omitted += visible - len(loaded.entries)
             omitted_reason = omitted_reason or OVER_BUDGET
