@@ -447,7 +447,8 @@ def test_receipt_items_go_in_as_few_inserts_as_the_database_allows(count: int) -
         created_at=datetime.now(UTC),
     )
     with CaptureQueriesContext(connection) as queries:
-        insert_items(receipt.pk, entries)
+        insert_items(receipt.pk, [(e.pk, n, e.kind, e.token_count)
+                                  for n, e in enumerate(entries)])
     inserts = [q["sql"] for q in queries if q["sql"].startswith("INSERT")]
     if connection.vendor == "postgresql":
         assert len(inserts) == min(count, 1) and all("unnest(" in sql for sql in inserts)
