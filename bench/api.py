@@ -75,6 +75,11 @@ MARK_START = "<!-- bench/api.py: start -->"
 MARK_END = "<!-- bench/api.py: end -->"
 RAW = ROOT / "artifacts" / "api.json"
 API = "/api/memory/"
+FLOOR = "/bench/floor/"  # bench/floor_views.py, in this tree's gunicorn
+FLOOR_LABEL = "floor views (this tree's gunicorn)"
+FLOOR_CLIENTS = (1, 8)
+#: The API ÷ the floor views, p50 and p95 (issue 24).
+TARGET_HTTP = {"single appends": 2.0, "background recalls": 3.0}
 
 
 # ---------------------------------------------------------------- CPU accounting
@@ -279,6 +284,8 @@ class Target:
     env: dict[str, str] = field(default_factory=dict)
     clients: tuple[int, ...] = CLIENTS
     fill: bool = True  # False: served from the previous target's database as it is
+    #: Not served on its own: bench/floor_views.py in the previous target's gunicorn.
+    floor: bool = False
 
 
 def manage(root: Path, env: dict[str, str], *args: str) -> str:
@@ -372,6 +379,10 @@ def setup(running: Running) -> None:
         state["big"] = create("10,000 entries")
         state["warm"] = create("warm-up")
         state["sent"] = Counter()
+    if running.target.floor and "floor_own" not in state:
+        state["floor_own"] = [
+            int(client.json("POST", API + "threads/", {"title": f"floor {n}"})["id"])
+            for n in range(max(CLIENTS))]
     warm, counter = state["warm"], state["sent"]
 
     def warm_up(http_client: Http, number: int, n: int) -> tuple[int, int]:
@@ -387,12 +398,14 @@ def setup(running: Running) -> None:
 
 
 def single(running: Running) -> Callable[[Http, int, int], tuple[int, int]]:
-    own, counter = running.state["own"], running.state["sent"]
+    floor = running.target.floor
+    own, counter = running.state["floor_own" if floor else "own"], running.state["sent"]
+    base = FLOOR if floor else API
 
     def work(client: Http, number: int, n: int) -> tuple[int, int]:
         thread = own[number]
         counter[thread] += 1
-        return client.request("POST", API + f"threads/{thread}/entries/",
+        return client.request("POST", base + f"threads/{thread}/entries/",
                               chat(counter[thread]))[0], 1
 
     return work
@@ -400,9 +413,10 @@ def single(running: Running) -> Callable[[Http, int, int], tuple[int, int]]:
 
 def recall(running: Running) -> Callable[[Http, int, int], tuple[int, int]]:
     big = running.state["big"]
+    base = FLOOR if running.target.floor else API
 
     def work(client: Http, number: int, n: int) -> tuple[int, int]:
-        return client.request("POST", API + f"threads/{big}/recall/",
+        return client.request("POST", base + f"threads/{big}/recall/",
                               {"budget_tokens": 4000, "mode": "background"})[0], 0
 
     return work
@@ -458,13 +472,16 @@ def measure(targets: list[Target], args: argparse.Namespace) -> dict[str, list[P
     with ExitStack() as stack:
         running: list[Running] = []
         for target in targets:
+            state = states.setdefault(target.database, {})
+            if target.floor:  # the previous target's server, its floor views
+                served_by = running[-1]
+                running.append(Running(target, served_by.port, served_by.meter, state))
+                continue
             env = target_env(target, args.broker)
             if target.fill:
-                states[target.database] = {}
-                prepare(target, env, states[target.database])
+                prepare(target, env, state)
             server = stack.enter_context(served(target, env))
             port = server.port  # type: ignore[attr-defined]
-            state = states[target.database]
             wait_until_up(port, {"Authorization": f"Token {state['token']}"}, server)
             running.append(Running(target, port, CpuMeter(server.pid, target.database), state))
         for each in running:
@@ -535,7 +552,10 @@ def results(args: argparse.Namespace) -> dict[str, Any]:
         targets = [
             Target(f"baseline {base_rev}", old, "agentmemory_bench_api_base"),
             Target(f"this tree ({head_rev}{'+' if dirty else ''})", ROOT,
-                   "agentmemory_bench_api"),
+                   "agentmemory_bench_api",
+                   env={"DJANGO_SETTINGS_MODULE": "bench.floor_settings"}),
+            Target(FLOOR_LABEL, ROOT, "agentmemory_bench_api", clients=FLOOR_CLIENTS,
+                   fill=False, floor=True),
             Target("this tree, CONN_MAX_AGE=0", ROOT, "agentmemory_bench_api",
                    env={"DJANGO_CONN_MAX_AGE": "0"}, clients=(8,), fill=False),
         ]
@@ -564,7 +584,8 @@ def find(run: list[dict[str, Any]], name: str, clients: int) -> dict[str, Any] |
 def section(data: dict[str, Any]) -> str:
     runs = data["runs"]
     labels = list(runs)
-    base, head, no_pool = labels[0], labels[1], labels[2] if len(labels) > 2 else None
+    base, head = labels[0], labels[1]
+    no_pool = next((label for label in labels if "CONN_MAX_AGE=0" in label), None)
     m = data["machine"]
     rows = []
     for label in labels:
@@ -608,6 +629,7 @@ def section(data: dict[str, Any]) -> str:
         "",
         table(["phase", "clients", "requests/s", "p50", "p95"], ratios),
         "",
+        *floor_lines(runs, head),
         "Every phase: CPU per request is the app's (gunicorn's processes), the "
         "database's (this database's backends, and exited ones as the postmaster reaps "
         "them) and the client's (the benchmark's process), in milliseconds; connections "
@@ -650,6 +672,35 @@ def section(data: dict[str, Any]) -> str:
         lines += ["", f"Unexpected answers: {failed}"]
     lines.append(MARK_END)
     return "\n".join(lines)
+
+
+def floor_lines(runs: dict[str, list[dict[str, Any]]], head: str) -> list[str]:
+    """This tree's API against the floor views served by its own gunicorn."""
+    if FLOOR_LABEL not in runs:
+        return []
+    rows = []
+    for name, target in TARGET_HTTP.items():
+        for clients in FLOOR_CLIENTS:
+            api, floor = find(runs[head], name, clients), find(runs[FLOOR_LABEL], name, clients)
+            if not (api and floor and floor["p50_ms"] and floor["p95_ms"]):
+                continue
+            p50, p95 = api["p50_ms"] / floor["p50_ms"], api["p95_ms"] / floor["p95_ms"]
+            verdict = "pass" if max(p50, p95) <= target else "**fail**"
+            rows.append([name, str(clients),
+                         f"{api['p50_ms']:.1f} / {api['p95_ms']:.1f}",
+                         f"{floor['p50_ms']:.1f} / {floor['p95_ms']:.1f}",
+                         f"×{p50:.2f} / ×{p95:.2f}", f"≤ {target:g}: {verdict}"])
+    return [
+        "This tree's API against the floor views (`bench/floor_views.py`, served by the "
+        "same gunicorn under the example project's middleware): a recall floor runs the "
+        "load statements a background recall of the same thread sends, sums the newest "
+        "rows' stored token counts up to the room and joins their text; an append floor "
+        "is one INSERT of a message row. Neither authenticates, validates, writes a "
+        "receipt or decides on a fold. Milliseconds, p50 / p95:",
+        "",
+        table(["phase", "clients", "API", "floor", "API ÷ floor", "target"], rows),
+        "",
+    ]
 
 
 def write(page: Path, block: str) -> None:
