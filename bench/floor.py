@@ -278,6 +278,7 @@ def _measure(database: Database) -> dict[str, Any]:
     out["agents_sdk"] = session is not None
     loop = asyncio.new_event_loop()
     cases: dict[str, Callable[[], Any]] = {}
+    contexts: dict[str, list[dict[str, Any]]] = {}  # what each budget recalled, for LangGraph
     for budget in BUDGETS:
         def recall(budget: int = budget) -> Any:
             return services.recall(thread, budget, mode="background")
@@ -290,6 +291,7 @@ def _measure(database: Database) -> dict[str, Any]:
                 with CaptureQueriesContext(connection) as captured:
                     result = recall()
                 row[f"queries_{label}"] = len(captured.captured_queries)
+        contexts[str(budget)] = [peer_message(message) for message in result.messages]
         row.update(messages=len(result.messages), tokens=result.tokens,
                    summaries=len(result.summaries_used), omitted=result.omitted,
                    omitted_reason=result.omitted_reason)
@@ -354,6 +356,89 @@ def _measure(database: Database) -> dict[str, Any]:
             out["seeded"]["budgets"][str(budget)][label] = timings[f"{label} {budget} seeded"]
     out["backlog"] = _backlog(backlog)
     out["rounds"], out["backlog_rounds"] = ROUNDS, BACKLOG_ROUNDS
+    if database.engine == "sqlite":
+        out["journals"] = _journals(database, receipts, thread)
+        out["langgraph"] = langgraph_reads(contexts, database.scratch_dir)
+    return out
+
+
+def peer_message(message: Any) -> dict[str, Any]:
+    """A recalled message as bench/peers/lc.py takes it; a summary as a user message, as
+    ``SummarizationMiddleware`` puts its own summary into the state."""
+    return {"role": "user" if message.kind == "summary" else message.role,
+            "content": message.content, "tool_calls": message.tool_calls,
+            "tool_call_id": message.tool_call_id, "tool_name": message.tool_name}
+
+
+def langgraph_reads(contexts: dict[str, list[dict[str, Any]]], scratch: str) -> dict[str, Any]:
+    """bench/peers/langgraph_saver.py in the peers' interpreter: each budget's recalled
+    context as a checkpointed state, read back by ``SqliteSaver`` and checked by
+    ``SummarizationMiddleware``; its JSON, or ``{"error": why}``."""
+    from bench.common import PEERS_PYTHON
+
+    if not PEERS_PYTHON.exists():
+        return {"error": f"{PEERS_PYTHON} is missing; run `make bench-peers`"}
+    request = {"path": os.path.join(scratch, "langgraph.sqlite3"), "rounds": ROUNDS,
+               "budgets": contexts}
+    env = {**os.environ, "LANGSMITH_TRACING": "false", "OPENAI_API_KEY": "sk-bench-unused"}
+    done = subprocess.run([str(PEERS_PYTHON), str(ROOT / "bench" / "peers" / "langgraph_saver.py")],
+                          input=json.dumps(request), capture_output=True, text=True, env=env,
+                          cwd=ROOT, check=False, timeout=600)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode or not lines:
+        return {"error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
+    return json.loads(lines[-1])
+
+
+#: SQLite's journal as Django leaves it (a rollback journal, ``synchronous=FULL``), then
+#: as production guides for Django on SQLite set it (``init_command``).
+JOURNALS = {"delete": "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL",
+            "wal": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
+
+
+def _journals(database: Database, receipts: dict[bool, Any], thread: Any) -> dict[str, Any]:
+    """Receipts on and off in each journal mode, beside the raw driver's durable write
+    on the same disk (BEGIN, one INSERT, COMMIT): a receipt is at least one commit."""
+    import sqlite3
+
+    from django.db import connection
+
+    from agentmemory import services
+
+    out: dict[str, Any] = {}
+    scratch = os.path.join(database.scratch_dir, "commit.sqlite3")
+    for mode, pragmas in JOURNALS.items():
+        with connection.cursor() as cursor:
+            for pragma in pragmas.split("; "):
+                cursor.execute(pragma)
+        raw = sqlite3.connect(scratch, isolation_level=None)
+        raw.executescript(pragmas + "; CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY,"
+                          " v INTEGER)")
+
+        def commit(raw: Any = raw) -> None:
+            raw.execute("BEGIN")
+            raw.execute("INSERT INTO t (v) VALUES (1)")
+            raw.execute("COMMIT")
+
+        cases: dict[str, Callable[[], Any]] = {"commit": commit}
+        for label in ("off", "on"):  # receipts on together: a round switches twice
+            for budget in BUDGETS:
+                cases[f"{label} {budget}"] = (
+                    lambda budget=budget: services.recall(thread, budget, mode="background"))
+        state: dict[str, Any] = {"on": None}
+
+        def switch(name: str, state: dict[str, Any] = state) -> None:
+            flag = name.startswith("on ")
+            if name != "commit" and state["on"] is not flag:
+                if state["on"] is not None:
+                    receipts[state["on"]].disable()
+                receipts[flag].enable()
+                state["on"] = flag
+                services.recall(thread, BUDGETS[0], mode="background")
+
+        out[mode] = timed_round_robin(cases, max(5, ROUNDS // 2), switch)
+        receipts[state["on"]].disable()
+        raw.close()
     return out
 
 
@@ -464,6 +549,7 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
              "recall, receipts off", "recall, receipts on", "floor",
              f"recall ÷ floor (≤ {TARGET_FLOOR:g})", f"on ÷ off (≤ {TARGET_RECEIPTS:g})",
              "queries off / on", "traced peak KiB"], rows))
+        parts.append(_journals_table(run))
         parts.append(_seeded(run))
     parts.append(_sdk(engines))
     parts.append(_backlog_table(engines))
@@ -472,6 +558,30 @@ and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
                  + ", ".join(f"{run['engine']} {run['build_s']:.0f} s" for run in engines.values())
                  + f"), at the source measured, {results.get('source', 'unknown')}.")
     return "\n\n".join(part for part in parts if part)
+
+
+def _journals_table(run: dict[str, Any]) -> str:
+    """SQLite's receipts in each journal mode, beside the raw driver's commit."""
+    journals = run.get("journals")
+    if not journals:
+        return ""
+    rows = []
+    for mode, timings in journals.items():
+        for budget in BUDGETS:
+            off, on = timings[f"off {budget}"], timings[f"on {budget}"]
+            ratio = on["p50_ms"] / off["p50_ms"]
+            rows.append([JOURNALS[mode], f"{budget:,}", _ms(off), _ms(on),
+                         f"{on['p50_ms'] - off['p50_ms']:.2f}", _ms(timings["commit"]),
+                         f"×{ratio:.2f}: {_verdict(ratio <= TARGET_RECEIPTS)}"])
+    return ("Receipts on SQLite are one write transaction a recall, and its commit is "
+            "the disk's: the same thread and budgets, receipts off and on, round robin, "
+            "first with the journal as Django leaves it, then in WAL mode with "
+            "`synchronous=NORMAL` (what production guides for Django on SQLite set "
+            "through `OPTIONS[\"init_command\"]`), beside the raw driver's durable write "
+            "on the same disk (BEGIN, one INSERT, COMMIT on a scratch file in the same "
+            "journal mode).\n\n" + table(
+                ["journal", "budget", "receipts off", "receipts on", "on − off ms",
+                 "raw commit", f"on ÷ off (≤ {TARGET_RECEIPTS:g})"], rows))
 
 
 def _seeded(run: dict[str, Any]) -> str:
@@ -503,22 +613,40 @@ def _sdk(engines: dict[str, Any]) -> str:
     if run is None:
         return ("The Agents SDK's `SQLiteSession` was not measured: the `agents` extra is "
                 "not installed in this interpreter.")
-    rows = [[f"{int(budget):,}", str(row["messages"]), _ms(row["sdk"]), _ms(row["off"]),
-             f"×{row['off']['p50_ms'] / row['sdk']['p50_ms']:.1f}"]
-            for budget, row in run["budgets"].items()]
-    return f"""### The same messages through the Agents SDK
+    graph = run.get("langgraph") or {"error": "not run"}
+    reads = graph.get("budgets", {})
+    rows = []
+    for budget, row in run["budgets"].items():
+        read = reads.get(budget)
+        rows.append([
+            f"{int(budget):,}", str(row["messages"]), _ms(row["sdk"]),
+            _ms(read) if read else "—", _ms(row["off"]),
+            f"×{row['off']['p50_ms'] / row['sdk']['p50_ms']:.1f}",
+            f"×{row['off']['p50_ms'] / read['p50_ms']:.1f}" if read else "—"])
+    if "error" in graph:
+        langgraph = f"LangGraph's `SqliteSaver` was not measured: {graph['error']}."
+    else:
+        versions = ", ".join(f"{name} {v}" for name, v in graph["versions"].items())
+        langgraph = (
+            f"LangGraph's `SqliteSaver` ({versions}; `bench/peers/langgraph_saver.py`, in "
+            "the peers' interpreter after the round robin) holds, for each budget, the "
+            "state `SummarizationMiddleware` leaves at that room: the recalled context "
+            "itself (its summary as a user message, then the newest messages), "
+            "checkpointed by a one-node graph. A turn's read is `get_tuple` of the "
+            "thread's latest checkpoint and the middleware's `before_model` on its "
+            "messages (its default token counter; under the trigger, no model call).")
+    return f"""### The same messages through the Agents SDK and LangGraph
 
 `agents.memory.SQLiteSession` (the project's `agents` extra, so in the same interpreter
 and the same round robin as the {run["engine"]} rows above) on a file of its own holding
 the folded thread's {run["messages"]:,} messages as items, read with
 `get_items(limit=N)`, N the messages the recall returned at that budget (summaries
 included), through one event loop (`run_until_complete`). The session keeps items and
-reads the newest N: no budget, no summary, no rendering. LangGraph's `SqliteSaver` was
-not measured: its package (`langgraph-checkpoint-sqlite`) is not among the pinned peers
-of `bench/peers/requirements.txt`.
+reads the newest N: no budget, no summary, no rendering. {langgraph}
 
-{table(["budget", "N", "get_items p50 / p95 ms", "recall p50 / p95 ms (receipts off)",
-        "recall ÷ get_items (p50)"], rows)}"""
+{table(["budget", "N", "get_items p50 / p95 ms", "LangGraph read p50 / p95 ms",
+        "recall p50 / p95 ms (receipts off)", "recall ÷ get_items (p50)",
+        "recall ÷ LangGraph read (p50)"], rows)}"""
 
 
 def _backlog_table(engines: dict[str, Any]) -> str:
