@@ -8,6 +8,7 @@ retired rather than deleted), so the exact context can be rebuilt at any later t
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 from dataclasses import dataclass
 from datetime import datetime
@@ -15,7 +16,7 @@ from typing import Any, cast
 
 from django.db import IntegrityError, connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Count, F, Field, Model, Q, QuerySet, Sum
+from django.db.models import Count, F, Field, JSONField, Model, Q, QuerySet, Sum
 
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import (
@@ -32,10 +33,18 @@ from agentmemory.pipeline.format import format_context
 
 def config_record(config: RecallConfig) -> dict[str, Any]:
     """The settings a receipt keeps: everything but the instruction's full text."""
+    return cast("dict[str, Any]", json.loads(_config_json(config)))
+
+
+@functools.lru_cache(maxsize=64)
+def _config_json(config: RecallConfig) -> str:
+    """`config_record` as the receipt's column stores it, once per config: a process
+    recalls with a few configs, and every receipt of one holds the same text."""
     record = dataclasses.asdict(config)
     record.pop("instruction")
     record["tiers"] = list(config.tiers) if config.tiers is not None else None
-    return record
+    column = cast("JSONField[Any]", RecallReceipt._meta.get_field("config"))
+    return json.dumps(record, cls=column.encoder)
 
 
 def record_receipt(
@@ -80,12 +89,12 @@ def record_receipt(
     items = [(entry.pk, order, entry.kind, entry.token_count)
              for order, entry in enumerate(picked)]
     if connection.vendor == "postgresql" and not connection.in_atomic_block:
-        written = _write_in_one_statement(connection, receipt, items)
+        written = _write_in_one_statement(connection, receipt, items, config)
     else:
         shown = {entry.pk for entry in picked}
         if folded_summary is not None:
             shown.add(folded_summary.pk)
-        written = _write_in_a_transaction(connection, receipt, items, shown)
+        written = _write_in_a_transaction(connection, receipt, items, shown, config)
     if written is None:
         raise ThreadGoneError(f"Thread {thread.pk} was erased during the recall.")
     receipt.pk, receipt.turn = written
@@ -101,7 +110,8 @@ def _entry_gone(thread_id: int) -> EntryGoneError:
 
 
 def _write_in_one_statement(
-    connection: BaseDatabaseWrapper, receipt: RecallReceipt, items: list[Item]
+    connection: BaseDatabaseWrapper, receipt: RecallReceipt, items: list[Item],
+    config: RecallConfig,
 ) -> tuple[int, int] | None:
     """PostgreSQL outside a transaction: the lock, the receipt and its items in one
     statement, so one round trip and its own commit. The items' foreign keys are checked
@@ -115,8 +125,8 @@ def _write_in_one_statement(
     columns = [",".join(map(str, column)) for column in zip(*items, strict=True)] or [""] * 4
     try:
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*_receipt_values(connection, receipt), receipt.thread_id,
-                                 *columns])
+            cursor.execute(sql, [*_receipt_values(connection, receipt, config),
+                                 receipt.thread_id, *columns])
             row = cursor.fetchone()
     except IntegrityError as error:
         raise _entry_gone(receipt.thread_id) from error
@@ -125,7 +135,7 @@ def _write_in_one_statement(
 
 def _write_in_a_transaction(
     connection: BaseDatabaseWrapper, receipt: RecallReceipt, items: list[Item],
-    shown: set[int],
+    shown: set[int], config: RecallConfig,
 ) -> tuple[int, int] | None:
     """SQLite, or inside the caller's transaction: the receipt inserted from the locked
     thread row, then a check that what was shown is still stored (its own statement, so
@@ -136,7 +146,8 @@ def _write_in_a_transaction(
         if sql is None:
             sql = _INSERT_LOCKED[connection.alias] = _insert_locked_sql(connection)
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*_receipt_values(connection, receipt), receipt.thread_id])
+            cursor.execute(sql, [*_receipt_values(connection, receipt, config),
+                                 receipt.thread_id])
             row = cursor.fetchone()
         if row is None:
             return None
@@ -160,8 +171,12 @@ def _receipt_fields() -> list[Field[Any, Any]]:
             if not field.primary_key and field.name != "turn"]
 
 
-def _receipt_values(connection: BaseDatabaseWrapper, receipt: RecallReceipt) -> list[Any]:
-    return [field.get_db_prep_save(getattr(receipt, field.attname), connection)
+def _receipt_values(connection: BaseDatabaseWrapper, receipt: RecallReceipt,
+                    config: RecallConfig) -> list[Any]:
+    """The columns' values as Django prepares them; the config as its cached JSON text
+    (the column's type takes text on both databases)."""
+    return [_config_json(config) if field.name == "config"
+            else field.get_db_prep_save(getattr(receipt, field.attname), connection)
             for field in _receipt_fields()]
 
 
