@@ -394,6 +394,7 @@ def langgraph_reads(contexts: dict[str, list[dict[str, Any]]], scratch: str) -> 
 #: as production guides for Django on SQLite set it (``init_command``).
 JOURNALS = {"delete": "PRAGMA journal_mode=DELETE; PRAGMA synchronous=FULL",
             "wal": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL"}
+JOURNAL_NAMES = {"delete": "rollback (DELETE), FULL", "wal": "WAL, NORMAL"}
 
 
 def _journals(database: Database, receipts: dict[bool, Any], thread: Any) -> dict[str, Any]:
@@ -570,7 +571,7 @@ def _journals_table(run: dict[str, Any]) -> str:
         for budget in BUDGETS:
             off, on = timings[f"off {budget}"], timings[f"on {budget}"]
             ratio = on["p50_ms"] / off["p50_ms"]
-            rows.append([JOURNALS[mode], f"{budget:,}", _ms(off), _ms(on),
+            rows.append([JOURNAL_NAMES[mode], f"{budget:,}", _ms(off), _ms(on),
                          f"{on['p50_ms'] - off['p50_ms']:.2f}", _ms(timings["commit"]),
                          f"×{ratio:.2f}: {_verdict(ratio <= TARGET_RECEIPTS)}"])
     return ("Receipts on SQLite are one write transaction a recall, and its commit is "
@@ -580,7 +581,7 @@ def _journals_table(run: dict[str, Any]) -> str:
             "through `OPTIONS[\"init_command\"]`), beside the raw driver's durable write "
             "on the same disk (BEGIN, one INSERT, COMMIT on a scratch file in the same "
             "journal mode).\n\n" + table(
-                ["journal", "budget", "receipts off", "receipts on", "on − off ms",
+                ["journal, synchronous", "budget", "receipts off", "receipts on", "on − off ms",
                  "raw commit", f"on ÷ off (≤ {TARGET_RECEIPTS:g})"], rows))
 
 

@@ -17,6 +17,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.db import connection
+from django.utils import timezone
 
 import agentmemory
 from agentmemory import services, signals
@@ -30,6 +31,9 @@ from agentmemory.models import (
     SummaryCoverage,
     Thread,
 )
+from agentmemory.pipeline.budget import context_room
+from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.load import load_visible
 from agentmemory.summarizers import testing
 from agentmemory.transcript import DEFAULT_INSTRUCTION
 from agentmemory.trust.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
@@ -438,3 +442,46 @@ def test_a_bad_signing_key_fails_the_check(settings: Any, key: Any) -> None:
 def test_a_good_signing_key_passes_the_check(settings: Any) -> None:
     settings.AGENTMEMORY = {"SIGNING_KEY": KEY_A}
     assert not [e for e in check_settings() if e.id == "agentmemory.E013"]
+
+
+@pytest.mark.parametrize("fold", ["fold", "settled"])
+def test_a_backfill_longer_than_the_row_cap_checks_its_oldest_summary_before_any_call(
+    settings: Any, fold: str
+) -> None:
+    """Budget-driven, a history longer than the row cap is folded forward from its oldest
+    slice, rows the newest load never read: an edited summary there is reported and
+    retired before the first call, never planned over unchecked."""
+    settings.AGENTMEMORY = recording_settings(
+        PLAIN, LOAD_COUNT=None, TRIGGER_MIN_ENTRIES=None, FOLD_HIGH_WATER=0.6,
+        FOLD_TRIGGER_MIN_TOKENS=0, PRESERVE_RECENT=2)
+    thread = make_thread()
+    add_user_messages(thread, 120)
+    first = services.recall(thread, 1_000, mode="inline")
+    assert first.folded_summary_id is not None
+    summary = MemoryEntry.objects.get(pk=first.folded_summary_id)
+    add_user_messages(thread, 400, start=121)  # more than the row cap of the room below
+    sql_update(MemoryEntry, "content", FORGED, summary.pk)
+    config = RecallConfig.build()
+    newest = load_visible(thread, config, timezone.now(), context_room(1_000, config))
+    assert not newest.complete and summary.pk not in [e.pk for e in newest.entries]
+    testing.calls.clear()
+    calls_when_found: list[int] = []
+
+    def found(sender: Any, **kwargs: Any) -> None:
+        calls_when_found.append(len(testing.calls))
+
+    signals.summary_tampered.connect(found)
+    try:
+        if fold == "fold":
+            outcome = services.fold(thread, budget_tokens=1_000)
+        else:
+            thread.fold_budget = 1_000
+            thread.save(update_fields=["fold_budget"])
+            outcome = services.fold_until_settled(thread.pk)[0]
+    finally:
+        signals.summary_tampered.disconnect(found)
+
+    assert calls_when_found == [0], calls_when_found
+    assert all(FORGED not in str(prompt) for prompt in testing.calls)
+    assert outcome.summary is not None
+    assert summary.pk not in [e.pk for e in services.expand(outcome.summary)]

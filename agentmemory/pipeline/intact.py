@@ -9,7 +9,7 @@ so what it hid comes back verbatim in the very call that found it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
 
 from django.db import transaction
@@ -19,7 +19,7 @@ from agentmemory import signals
 from agentmemory.folding import DeclineReason
 from agentmemory.models import MemoryEntry, SummaryCoverage, SummarySource, Thread
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.load import Loaded, load_context, load_visible
+from agentmemory.pipeline.load import Loaded, load_context, load_oldest, load_visible
 from agentmemory.pipeline.summarize import latch_summaries
 from agentmemory.trust.signing import is_legacy, sources_by_summary, summary_is_intact
 
@@ -38,7 +38,20 @@ def load_intact(
     retired and the load repeated, so what it hid comes back verbatim in this very call.
     """
     load = load_context if context_only else load_visible
-    loaded = load(thread, config, now, room)
+    return _checked(thread, now, lambda: load(thread, config, now, room))
+
+
+def load_oldest_intact(
+    thread: Thread, config: RecallConfig, now: datetime, tokens: int
+) -> Loaded:
+    """`load.load_oldest` (the slice a backfill folds forward from), its summaries checked
+    as `load_intact` checks them: a history longer than the row cap is folded from rows
+    the newest load never read."""
+    return _checked(thread, now, lambda: load_oldest(thread, config, now, tokens))
+
+
+def _checked(thread: Thread, now: datetime, load: Callable[[], Loaded]) -> Loaded:
+    loaded = load()
     summaries = [entry for entry in loaded.entries if entry.is_summary]
     # The coverage rows every current signature covers: read with the load, or in one read.
     sources = loaded.sources
@@ -51,7 +64,7 @@ def load_intact(
     if loaded.expired_summaries:
         retire_expired(thread, now)
     if tampered or loaded.expired_summaries:
-        loaded = load(thread, config, now, room)
+        loaded = load()
     return loaded
 
 

@@ -8,6 +8,7 @@ backfill first) or count-driven (`summarize.plan_fold`: the seeds' trigger and f
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
@@ -21,16 +22,21 @@ Load = Callable[[Thread, RecallConfig, datetime, int], Loaded]
 
 
 def fold_view(
-    thread: Thread, config: RecallConfig, now: datetime, room: int, *, load: Load
+    thread: Thread, config: RecallConfig, now: datetime, room: int, *, load: Load,
+    oldest: Load = load_oldest,
 ) -> tuple[Loaded, list[MemoryEntry], bool]:
     """What the next fold is planned over: ``load``'s entries, or, budget-driven, when the
-    history is longer than the row cap, its oldest slice (a backfill folds forward from
-    its oldest end, never backwards one recall at a time). Returns the load itself too
-    (its expired summaries), the entries and whether they reach the newest entry."""
+    history is longer than the row cap, its oldest slice (``oldest``, reading by the
+    input limit: a backfill folds forward from its oldest end, never backwards one
+    recall at a time). Returns the load itself too (whether either read an expired
+    summary), the entries and whether they reach the newest entry. A fold passes the
+    checking loaders (`intact.load_intact`, `intact.load_oldest_intact`)."""
     loaded = load(thread, config, now, room)
     if config.budget_driven and not loaded.complete:
-        oldest = load_oldest(thread, config, now, config.input_limit)
-        return loaded, oldest.entries, oldest.complete
+        sliced = oldest(thread, config, now, config.input_limit)
+        if sliced.expired_summaries and not loaded.expired_summaries:
+            loaded = dataclasses.replace(loaded, expired_summaries=True)
+        return loaded, sliced.entries, sliced.complete
     return loaded, loaded.entries, loaded.complete
 
 

@@ -27,7 +27,7 @@ from agentmemory.pipeline.budget import (
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import formatted
-from agentmemory.pipeline.intact import load_intact
+from agentmemory.pipeline.intact import load_intact, load_oldest_intact
 from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT, count_visible, row_cap
 from agentmemory.pipeline.plan import fold_pressure
 from agentmemory.pipeline.policy import declined_as_not_worth_a_call, fold_view, plan_next
@@ -257,7 +257,8 @@ def settle(
     outcomes: list[FoldOutcome] = []
     while max_folds is None or len(outcomes) < max_folds:
         _, entries, complete = fold_view(
-            thread, config, now or timezone.now(), room, load=load_intact
+            thread, config, now or timezone.now(), room, load=load_intact,
+            oldest=load_oldest_intact,
         )
         plan = plan_next(entries, room, config, complete=complete)
         if plan is None:

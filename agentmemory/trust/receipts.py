@@ -88,7 +88,8 @@ def record_receipt(
     connection = connections[router.db_for_write(RecallReceipt)]
     items = [(entry.pk, order, entry.kind, entry.token_count)
              for order, entry in enumerate(picked)]
-    if connection.vendor == "postgresql" and not connection.in_atomic_block:
+    on_its_own = not connection.in_atomic_block and connection.get_autocommit()
+    if connection.vendor == "postgresql" and on_its_own:
         written = _write_in_one_statement(connection, receipt, items, config)
     else:
         shown = {entry.pk for entry in picked}
