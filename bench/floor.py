@@ -183,26 +183,30 @@ class Floor:
             statements = [(re.sub(r"(?<!%)%s", "?", sql).replace("%%", "%"), params)
                           for sql, params in statements]
         cursor = self.connection.cursor()
+        return lambda: newest_within(cursor, statements, room)
 
-        def read() -> tuple[str, int]:
-            found: list[tuple[Any, Any]] = []  # (token_count, content), newest first
-            for sql, params in statements:
-                cursor.execute(sql, params)
-                names = [column[0] for column in cursor.description]
-                rows = cursor.fetchall()
-                if "token_count" in names:  # a page (the count of visible rows is not)
-                    at = names.index("token_count"), names.index("content")
-                    found.extend((row[at[0]], row[at[1]]) for row in rows)
-            lines, held = [], 0
-            for tokens, content in found:  # after the summaries, newest first
-                held += tokens
-                if held > room:
-                    break
-                lines.append(content)
-            lines.reverse()
-            return "\n".join(lines), len(lines)
 
-        return read
+def newest_within(cursor: Any, statements: list[tuple[str, Any]], room: int
+                  ) -> tuple[str, int]:
+    """The least work after the load: ``statements`` run on ``cursor``, the newest rows
+    taken while their stored token counts stay within ``room``, their text joined; the
+    text and how many rows it holds."""
+    found: list[tuple[Any, Any]] = []  # (token_count, content), newest first
+    for sql, params in statements:
+        cursor.execute(sql, params)
+        names = [column[0] for column in cursor.description]
+        rows = cursor.fetchall()
+        if "token_count" in names:  # a page (the count of visible rows is not)
+            at = names.index("token_count"), names.index("content")
+            found.extend((row[at[0]], row[at[1]]) for row in rows)
+    lines, held = [], 0
+    for tokens, content in found:  # after the summaries, newest first
+        held += tokens
+        if held > room:
+            break
+        lines.append(content)
+    lines.reverse()
+    return "\n".join(lines), len(lines)
 
 
 def agents_session(path: str, messages: list[dict[str, Any]]) -> Any:

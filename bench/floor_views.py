@@ -8,7 +8,8 @@ same server, middleware and connection; what is left is the app's own work.
   statements a background recall of that thread at B sends (its first page, any later
   page, the count of visible rows it left unread; captured once per process from one
   real recall), run on Django's connection; the newest rows summed by their stored
-  token counts up to the room; their contents joined; the text and its tokens as JSON.
+  token counts up to the room; their contents joined (`bench.floor.newest_within`, the
+  in-process floor's own code); the text and its row count as JSON.
 * ``POST /bench/floor/threads/<id>/entries/``: one INSERT of a message row (its SQL
   built once per process by Django's compiler, the position the only value that
   changes), answered 201.
@@ -27,6 +28,8 @@ from django.db import connection
 from django.http import HttpRequest, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
+from bench.floor import load_statements, newest_within
+
 #: (thread, budget) -> the load statements and the room, per process.
 _LOADS: dict[tuple[int, int], tuple[list[tuple[str, Any]], int]] = {}
 #: thread -> the INSERT's SQL, its parameters and the position's place among them.
@@ -41,7 +44,6 @@ def _load(thread_id: int, budget: int) -> tuple[list[tuple[str, Any]], int]:
         from agentmemory.models import Thread
         from agentmemory.pipeline.budget import context_room
         from agentmemory.pipeline.config import RecallConfig
-        from bench.floor import load_statements
 
         thread = Thread.objects.get(pk=thread_id)
         statements = load_statements(
@@ -54,23 +56,9 @@ def _load(thread_id: int, budget: int) -> tuple[list[tuple[str, Any]], int]:
 def recall(request: HttpRequest, thread_id: int) -> JsonResponse:
     budget = int(json.loads(request.body)["budget_tokens"])
     statements, room = _load(thread_id, budget)
-    found: list[tuple[int, str]] = []  # (token_count, content), newest first
     with connection.cursor() as cursor:
-        for sql, params in statements:
-            cursor.execute(sql, params)
-            names = [column[0] for column in cursor.description]
-            rows = cursor.fetchall()
-            if "token_count" in names:  # a page (the count of visible rows is not)
-                at = names.index("token_count"), names.index("content")
-                found.extend((row[at[0]], row[at[1]]) for row in rows)
-    lines, held = [], 0
-    for tokens, content in found:
-        if held + tokens > room:
-            break
-        held += tokens
-        lines.append(content)
-    lines.reverse()
-    return JsonResponse({"text": "\n".join(lines), "tokens": held})
+        text, count = newest_within(cursor, statements, room)
+    return JsonResponse({"text": text, "messages": count})
 
 
 def _insert(thread_id: int) -> tuple[str, list[Any], int]:

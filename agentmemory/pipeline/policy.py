@@ -14,7 +14,7 @@ from datetime import datetime
 
 from agentmemory.models import MemoryEntry, Role, Thread
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.load import Loaded, load_oldest
+from agentmemory.pipeline.load import Loaded, count_visible, load_oldest, row_cap
 from agentmemory.pipeline.plan import DEFAULT_SUMMARY_COST, entry_cost, fold_pressure, next_fold
 from agentmemory.pipeline.summarize import FoldPlan, plan_fold
 
@@ -31,6 +31,10 @@ def fold_view(
     recall at a time). Returns the load itself too (whether either read an expired
     summary), the entries and whether they reach the newest entry. A fold passes the
     checking loaders (`intact.load_intact`, `intact.load_oldest_intact`)."""
+    if config.budget_driven and _longer_than_the_row_cap(thread, config, now, room):
+        # The newest rows would only say what the count says: fold from the oldest slice.
+        sliced = oldest(thread, config, now, config.input_limit)
+        return sliced, sliced.entries, sliced.complete
     loaded = load(thread, config, now, room)
     if config.budget_driven and not loaded.complete:
         sliced = oldest(thread, config, now, config.input_limit)
@@ -38,6 +42,19 @@ def fold_view(
             loaded = dataclasses.replace(loaded, expired_summaries=True)
         return loaded, sliced.entries, sliced.complete
     return loaded, loaded.entries, loaded.complete
+
+
+def _longer_than_the_row_cap(
+    thread: Thread, config: RecallConfig, now: datetime, room: int
+) -> bool:
+    """Whether the visible history certainly holds more rows than a load of ``room``
+    reads, asked only of a thread whose counter says it may: every visible entry is a
+    message or stands for at least one, so there are no more than positions given out
+    (a stale counter only says "may not", and the load then decides)."""
+    cap = row_cap(config, room)
+    if thread.last_position < cap:
+        return False
+    return count_visible(thread, config, now, limit=cap) >= cap
 
 
 def plan_next(
