@@ -65,15 +65,22 @@ def build(conversation: list[list[dict[str, Any]]], folds: list[int],
     return thread
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+#: `build`'s arguments: the inline folds' budgets, and what is done to random rows.
+FOLDS = st.lists(st.sampled_from([200, 400, 900]), max_size=3)
+TOUCHES = st.lists(st.tuples(st.integers(min_value=0, max_value=500),
+                             st.sampled_from(["expire", "later", "hold", "retire", "warm",
+                                              "cold"])), max_size=8)
+#: Hypothesis settings for tests that build a thread per example.
+BUILT = settings(max_examples=30, deadline=None,
+                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                        HealthCheck.function_scoped_fixture])
+
+
+@BUILT
 @given(
     conversation=turns(),
-    folds=st.lists(st.sampled_from([200, 400, 900]), max_size=3),
-    touches=st.lists(st.tuples(st.integers(min_value=0, max_value=500),
-                               st.sampled_from(["expire", "later", "hold", "retire", "warm",
-                                                "cold"])), max_size=8),
+    folds=FOLDS,
+    touches=TOUCHES,
     tiers=st.sampled_from(TIERS),
     limit=st.integers(min_value=1, max_value=40),
     offset=st.integers(min_value=0, max_value=30),

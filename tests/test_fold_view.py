@@ -13,14 +13,14 @@ from typing import Any
 
 import pytest
 from django.utils import timezone
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from agentmemory.models import Thread
 from agentmemory.pipeline import policy
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import Loaded, load_oldest, load_visible
-from tests.test_context_rows import build
+from tests.test_context_rows import BUILT, FOLDS, TOUCHES, build
 from tests.test_recall_contract import turns
 
 pytestmark = pytest.mark.django_db
@@ -34,15 +34,11 @@ def reference(thread: Thread, config: RecallConfig, now: datetime, room: int
     return [entry.pk for entry in loaded.entries], loaded.complete
 
 
-@settings(max_examples=30, deadline=None,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+@BUILT
 @given(
     conversation=turns(),
-    folds=st.lists(st.sampled_from([200, 400, 900]), max_size=3),
-    touches=st.lists(st.tuples(st.integers(min_value=0, max_value=500),
-                               st.sampled_from(["expire", "later", "hold", "retire", "warm",
-                                                "cold"])), max_size=8),
+    folds=FOLDS,
+    touches=TOUCHES,
     tiers=st.sampled_from([None, ("hot", "cold"), ("warm", "cold")]),  # with the summaries
     room=st.integers(min_value=1, max_value=120),
     stale=st.booleans(),
