@@ -27,7 +27,7 @@ from bench.common import INSTANT_SUMMARIZER, Database, setup_django  # noqa: E40
 #: The fold's stages, by the function that does each (cumulative time under it).
 STAGES = {
     "load the newest rows (ORM)": "load.py:88(load_visible)",
-    "load the oldest slice (ORM)": "load.py:185(load_oldest)",
+    "load the oldest slice (plain SQL, rows.read_oldest)": "load.py:185(load_oldest)",
     "estimate the call's tokens": "base.py:76(estimate_tokens)",
     "scan the span for injections": "quarantine.py:80(message_flags)",
     "plan the next fold": "plan.py:189(next_fold)",

@@ -4,7 +4,8 @@ Over random threads (tool calls, summaries from inline folds, summaries held for
 or retired, entries expired, tiers mixed, text outside ASCII) and random filters, each
 read is compared field by field with the ORM reading the same rules: messages with
 `MemoryEntryQuerySet.visible`, summaries with `load._visible_rows` (their coverage row
-and their sources too), and `rows.count_visible` with a sliced ``count()``.
+and their sources too), `rows.count_visible` with a sliced ``count()``, and
+`rows.read_oldest` with `load._visible_rows` read oldest first.
 """
 
 from __future__ import annotations
@@ -119,6 +120,17 @@ def test_the_plain_sql_reads_what_the_querysets_say(
     assert [values(m, names) for m in more] == [
         values(m, names) for m in visible.messages().newest_first()[offset : offset + limit]]
 
+    # The oldest slice a backfill folds from: both kinds, every field, in order.
+    oldest, oldest_sources = rows.read_oldest(thread.pk, tiers, now, offset=offset,
+                                              limit=limit)
+    expected = list(load._visible_rows(thread.pk, tiers, now).select_related("coverage")
+                    .order_by("position", "id")[offset : offset + limit])
+    names = entry_names(EntryKind.SUMMARY)  # every field
+    assert [values(e, names) for e in oldest] == [values(e, names) for e in expected]
+    assert [values(e.coverage, coverage) if e.is_summary else None for e in oldest] == [
+        values(e.coverage, coverage) if e.is_summary else None for e in expected]
+    assert oldest_sources == sources_by_summary([e for e in expected if e.is_summary])
+
 
 def test_a_field_the_load_left_out_is_read_when_asked_for(
     django_assert_num_queries: Any,
@@ -153,3 +165,24 @@ def test_init_receivers_see_every_row_the_load_builds() -> None:
     assert read.summaries, "the inline recall made no summary to test with"
     assert sorted(seen) == sorted(built)
     assert all(entry.content for entry in read.messages)
+
+
+def test_the_oldest_slice_holds_an_expired_summary_and_no_expired_message() -> None:
+    """Until it is retired an expired summary still hides its originals: the slice a
+    backfill folds from reads it (and the fold's check then retires it)."""
+    thread = build([chat_turns(n, 1) for n in range(40)], [], [])
+    services.recall(thread, 1_000, mode="inline")
+    summary = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).first()
+    assert summary is not None
+    now = timezone.now()
+    message = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE,
+                                         covered_by__isnull=True).first()
+    assert message is not None
+    MemoryEntry.objects.filter(pk__in=[summary.pk, message.pk]).update(
+        expires_at=now - timedelta(minutes=1))
+    oldest, sources = rows.read_oldest(thread.pk, None, now, offset=0, limit=100)
+    assert summary.pk in [e.pk for e in oldest] and message.pk not in [e.pk for e in oldest]
+    assert sources == sources_by_summary([summary])
+    assert [e.pk for e in oldest] == list(
+        load._visible_rows(thread.pk, None, now).order_by("position", "id")
+        .values_list("pk", flat=True))

@@ -95,6 +95,29 @@ def count_visible(
         return int(cursor.fetchone()[0])
 
 
+def read_oldest(
+    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, offset: int, limit: int
+) -> tuple[list[MemoryEntry], dict[int, list[int]]]:
+    """The visible entries oldest first (as `load._visible_rows`: messages unexpired,
+    summaries whatever their expiry), ``limit`` of them after the ``offset`` oldest, with
+    every field; a summary with its coverage row. And each summary's sources, sorted."""
+    shape = _shape(tiers)
+    connection = connections[shape.alias]
+    with connection.cursor() as cursor:
+        cursor.execute(shape.oldest_sql, shape.oldest_params(thread_id, tiers, now, limit,
+                                                             offset))
+        found = cursor.fetchall()
+    entries, sources = [], {}
+    for row in found:
+        entry = shape.summary(row, connection)
+        if row[shape.kind_at] == EntryKind.SUMMARY:
+            sources[entry.pk] = _ids(row[-1])
+        else:
+            shape._cached(entry)
+        entries.append(entry)
+    return entries, sources
+
+
 def _ids(joined: str | None) -> list[int]:
     return sorted(int(part) for part in joined.split(",")) if joined else []
 
@@ -155,12 +178,24 @@ class _Shape:
         ]
         self.page_sql = (f"SELECT {', '.join(message_columns)} FROM {e} WHERE {visible}"
                          f" AND {unexpired} ORDER BY {order} LIMIT %s OFFSET %s")
+        joined_coverage = (f"{e} LEFT OUTER JOIN {c}"
+                           f" ON {column(c, SummaryCoverage, 'summary')} = {entry_id}")
         self.first_sql = (
-            f"SELECT {', '.join(summary_columns)} FROM {e} LEFT OUTER JOIN {c}"
-            f" ON {column(c, SummaryCoverage, 'summary')} = {entry_id} WHERE {visible}"
+            f"SELECT {', '.join(summary_columns)} FROM {joined_coverage} WHERE {visible}"
             f" UNION ALL SELECT * FROM ({self.page_sql}) newest"
         )
+        # Both kinds, oldest first; a message's sources are not looked for.
+        kind = column(e, MemoryEntry, "kind")
+        oldest_columns = [*summary_columns[:-1],
+                          f"CASE WHEN {kind} = '{EntryKind.SUMMARY.value}' THEN {sources} END"]
+        self.oldest_sql = (
+            f"SELECT {', '.join(oldest_columns)} FROM {joined_coverage}"
+            f" WHERE {uncovered_live} AND ({kind} = %s OR {unexpired})"
+            f" ORDER BY {column(e, MemoryEntry, 'position')} ASC, {entry_id} ASC"
+            f" LIMIT %s OFFSET %s"
+        )
         self.entry_converters = [_converters(f, connection) for f in self.entry_fields]
+        self.entry_converted = [i for i, found in enumerate(self.entry_converters) if found]
         self.coverage_converters = [_converters(f, connection) for f in self.coverage_fields]
         self.message_at = [i for i, f in enumerate(self.entry_fields)
                            if f.attname in MESSAGE_FIELDS]
@@ -172,6 +207,13 @@ class _Shape:
 
     def summary_params(self, thread_id: int, tiers: Sequence[str] | None) -> list[Any]:
         return [thread_id, *(tiers or ()), EntryKind.SUMMARY.value]
+
+    def oldest_params(
+        self, thread_id: int, tiers: Sequence[str] | None, now: datetime, limit: int,
+        offset: int,
+    ) -> list[Any]:
+        return [thread_id, *(tiers or ()), EntryKind.SUMMARY.value, self.adapt_datetime(now),
+                limit, offset]
 
     def count_params(
         self, thread_id: int, tiers: Sequence[str] | None, now: datetime, limit: int
@@ -215,10 +257,13 @@ class _Shape:
         return entry
 
     def summary(self, row: Sequence[Any], connection: BaseDatabaseWrapper) -> MemoryEntry:
+        """A row with every field (a summary's, or any entry's), and its coverage when it
+        has one. A field without converters is stored as it is read."""
         count = len(self.entry_fields)
-        entry = _instance(MemoryEntry, self.alias, self.entry_names, [
-            _convert(value, converters, connection)
-            for value, converters in zip(row[:count], self.entry_converters, strict=True)])
+        values = list(row[:count])
+        for i in self.entry_converted:
+            values[i] = _convert(values[i], self.entry_converters[i], connection)
+        entry = _instance(MemoryEntry, self.alias, self.entry_names, values)
         coverage_row = row[count : count + len(self.coverage_fields)]
         if coverage_row[0] is not None:  # its id: a summary without coverage reads it later
             coverage = _instance(SummaryCoverage, self.alias, self.coverage_names, [
