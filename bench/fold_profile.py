@@ -97,6 +97,10 @@ def profile(entries: int) -> None:
         values = by_name.get(key)
         share = values[3] / total if values else 0.0
         print(f"  {stage}: {share:.0%}")
+    slowest = sorted(captured.captured_queries, key=lambda query: -float(query["time"]))[:5]
+    print("the slowest queries:")
+    for query in slowest:
+        print(f"  {float(query['time']) * 1000:.1f} ms  {query['sql'][:60]} ... {query['sql'][-150:]}")
     print("the functions that spend the most themselves:")
     stats.sort_stats("tottime").print_stats(12)
 

@@ -26,10 +26,11 @@ from agentmemory.statements import Statement
 #: with a huge budget on a thread that was never folded.
 MAX_LOAD_ROWS = 20_000
 
-#: A backfill's first page of oldest rows is its input limit divided by this: a page of
-#: 500 rows at the default 16,000 tokens, more than an input limit's worth of messages
-#: of 64 tokens or more, so one query is the usual case.
-OLDEST_PAGE_DIVISOR = 32
+#: A backfill's first page of oldest rows is its input limit divided by this (at least
+#: 64 rows): 125 rows at the default 16,000 tokens, two input limits' worth of messages
+#: of 256 tokens or more; smaller rows take a second page sized by their average, which
+#: costs less than building the rows a larger first page would read and not use.
+OLDEST_PAGE_DIVISOR = 128
 
 #: A first page of `load_context` is the room divided by this, at least the minimum:
 #: one query when messages average 128 tokens or more, a short thread in one query, and
@@ -204,4 +205,7 @@ def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int
         if len(fetched) < page or held >= 2 * tokens or len(rows) >= MAX_LOAD_ROWS:
             loaded = _split(rows, now, complete=len(fetched) < page)
             return dataclasses.replace(loaded, sources=sources)
-        page *= 2
+        # The rows read so far say how many more the rest takes: that many and a
+        # quarter more, so a second page is nearly always the last.
+        wanted = (2 * tokens - held) * len(rows) // max(1, held) + 1
+        page = min(MAX_LOAD_ROWS - len(rows), max(page, wanted + wanted // 4))
