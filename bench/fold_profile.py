@@ -24,15 +24,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import INSTANT_SUMMARIZER, Database, setup_django  # noqa: E402
 
-#: The fold's stages, by the function that does each (cumulative time under it).
+#: The fold's stages, by the file and function that does each (cumulative time under it).
 STAGES = {
-    "load the newest rows (ORM)": "load.py:88(load_visible)",
-    "load the oldest slice (plain SQL, rows.read_oldest)": "load.py:185(load_oldest)",
-    "estimate the call's tokens": "base.py:76(estimate_tokens)",
-    "scan the span for injections": "quarantine.py:80(message_flags)",
-    "plan the next fold": "plan.py:189(next_fold)",
-    "render the transcript": "transcript.py:133(render_transcript)",
-    "write back": "summarize.py:304(_write_back)",
+    "load the newest rows": "load.py:load_visible",
+    "load the oldest slice (plain SQL, rows.read_oldest)": "load.py:load_oldest",
+    "estimate the call's tokens": "base.py:estimate_tokens",
+    "scan the span for injections": "quarantine.py:message_flags",
+    "plan the next fold": "plan.py:next_fold",
+    "render the transcript": "transcript.py:render_transcript",
+    "write back": "summarize.py:_write_back",
 }
 
 
@@ -91,8 +91,8 @@ def profile(entries: int) -> None:
           f"{len(captured.captured_queries)} queries, {database_ms:.0f} ms of them in the "
           "database")
     print(f"profiled: {total * 1000:.0f} ms; the share under each stage:")
-    by_name = {f"{Path(file).name}:{line}({name})": values
-               for (file, line, name), values in stats.stats.items()}  # type: ignore[attr-defined]
+    by_name = {f"{Path(file).name}:{name}": values
+               for (file, _, name), values in stats.stats.items()}  # type: ignore[attr-defined]
     for stage, key in STAGES.items():
         values = by_name.get(key)
         share = values[3] / total if values else 0.0
@@ -100,7 +100,8 @@ def profile(entries: int) -> None:
     slowest = sorted(captured.captured_queries, key=lambda query: -float(query["time"]))[:5]
     print("the slowest queries:")
     for query in slowest:
-        print(f"  {float(query['time']) * 1000:.1f} ms  {query['sql'][:60]} ... {query['sql'][-150:]}")
+        sql = query["sql"]
+        print(f"  {float(query['time']) * 1000:.1f} ms  {sql[:60]} ... {sql[-150:]}")
     print("the functions that spend the most themselves:")
     stats.sort_stats("tottime").print_stats(12)
 
