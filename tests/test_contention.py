@@ -31,7 +31,7 @@ from django.test import override_settings
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
-from agentmemory import services
+from agentmemory import services, signals
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import (
     EntryKind,
@@ -42,6 +42,7 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.intact import report_tampered
 from agentmemory.summarizers import get_summarizer
 from agentmemory.trust import ledger
 from agentmemory.trust.receipts import record_receipt
@@ -142,6 +143,39 @@ def test_a_receipt_never_names_what_was_erased_after_the_load() -> None:
     with pytest.raises(ThreadGoneError):
         record_receipt(thread, picked, **arguments)
     assert not Thread.objects.exists()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("erased", ["thread", "original"])
+def test_a_summary_erased_after_the_read_that_found_it_edited_is_not_reported(
+    client: APIClient, erased: str,
+) -> None:
+    """The read that checks signatures and the report are two steps: a concurrent
+    erasure between them (of the thread, or of an original and every summary built on
+    it) left the report a summary that is gone, or whose sources were read after the
+    erasure, and a 500 (seen under the mix below). Checked again under the lock, nothing
+    is reported and nothing written."""
+    thread = owned_thread(client)
+    with override_settings(AGENTMEMORY=inline_folds()):
+        summary = services.fold(thread).summary
+    assert summary is not None
+    stale = MemoryEntry.objects.select_related("coverage").get(pk=summary.pk)
+    if erased == "thread":
+        services.erase_thread(thread)
+    else:
+        services.erase_entry(SummarySource.objects.filter(summary=summary).first().entry)
+    reported: list[Any] = []
+
+    def found(sender: Any, **kwargs: Any) -> None:
+        reported.append(kwargs["summary"])
+
+    signals.summary_tampered.connect(found)
+    try:
+        report_tampered([stale])
+    finally:
+        signals.summary_tampered.disconnect(found)
+    assert reported == []
+    assert not SummaryCoverage.objects.filter(tampered_at__isnull=False).exists()
 
 
 @pytest.mark.django_db

@@ -111,11 +111,23 @@ def derived_summary_ids(entry_ids: Iterable[int]) -> list[int]:
 
 
 def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
-    """Summaries whose row no longer matches its signature: mark, retire, announce."""
-    summaries = list(summaries)
+    """Summaries whose row no longer matches its signature: mark, retire, announce.
+
+    Each is checked again under its thread's lock, as stored then: one that a concurrent
+    erasure removed (its thread, or an original and everything built on it) between the
+    read that found it and here was not edited, and is neither reported nor written."""
+    found = list(summaries)
     now = timezone.now()
     with transaction.atomic():
-        Thread.objects.lock_many(summary.thread_id for summary in summaries)
+        locked = set(Thread.objects.lock_many(summary.thread_id for summary in found))
+        stored = list(MemoryEntry.objects.filter(
+            pk__in=[summary.pk for summary in found if summary.thread_id in locked],
+        ).select_related("coverage", "thread"))
+        sources = sources_by_summary(
+            s for s in stored if not is_legacy(s.coverage.signature))
+        summaries = [s for s in stored if not summary_is_intact(s, sources.get(s.pk))]
+        if not summaries:
+            return
         SummaryCoverage.objects.filter(summary__in=summaries).update(tampered_at=now)
         # A summary folded from an edited one may carry its text: like unfold, retire it
         # too, so the originals come back verbatim once rather than beside it; and latch
