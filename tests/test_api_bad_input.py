@@ -439,6 +439,31 @@ def test_a_body_over_the_upload_cap_is_a_413_naming_the_setting(
     assert rows() == before
 
 
+def test_a_body_django_itself_finds_over_the_cap_says_so_in_the_same_words(
+    client: APIClient, thread: Thread, settings: Any
+) -> None:
+    """Django raises its own RequestDataTooBig when a body over the cap is read before
+    the parser runs (its text names the setting differently); the API answers that with
+    the parser's 413, word for word."""
+    from django.core.exceptions import RequestDataTooBig
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    from agentmemory.api.views import MemoryAPIView
+
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    parsed = post_json(client, endpoint(thread, "entries/"),
+                       {"entries": [{"role": "user", "content": "x" * 2000}]})
+    view = MemoryAPIView()
+    view.request = Request(APIRequestFactory().post(endpoint(thread, "entries/")))
+    view.args, view.kwargs, view.headers = (), {}, {}
+    found = view.handle_exception(RequestDataTooBig(
+        "Request body exceeded settings.DATA_UPLOAD_MAX_MEMORY_SIZE."))
+    expected = "The body is over 1000 bytes (settings.DATA_UPLOAD_MAX_MEMORY_SIZE)."
+    assert parsed.status_code == found.status_code == 413
+    assert parsed.json() == {"detail": expected} and found.data == {"detail": expected}
+
+
 def test_the_body_cap_check_warns_when_one_message_at_the_limit_cannot_pass(
     settings: Any,
 ) -> None:

@@ -31,6 +31,13 @@ class RequestTooLarge(APIException):
     default_detail = "The request body is too large."
     default_code = "request_too_large"
 
+    @classmethod
+    def over_the_cap(cls) -> RequestTooLarge:
+        """The one text of a body over Django's cap, whichever check found it (the
+        parser's, from ``Content-Length``, or Django's own when the body is read)."""
+        limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        return cls(f"The body is over {limit} bytes (settings.DATA_UPLOAD_MAX_MEMORY_SIZE).")
+
 
 def query_value(request: Request, name: str) -> str | None:
     """One value of a query parameter, or None; given twice is a 400, not a guess."""

@@ -85,9 +85,7 @@ class JSONBodyParser(JSONParser):
         request = (parser_context or {}).get("request")
         length = request.META.get("CONTENT_LENGTH") if request is not None else None
         if limit is not None and length and length.isdigit() and int(length) > limit:
-            raise RequestTooLarge(
-                f"The body is over {limit} bytes (settings.DATA_UPLOAD_MAX_MEMORY_SIZE)."
-            )
+            raise RequestTooLarge.over_the_cap()
         try:
             return super().parse(stream, media_type, parser_context)
         except RecursionError as exc:
@@ -103,8 +101,8 @@ class MemoryAPIView(APIView):
         return owned_thread(self.request, self.kwargs["thread_id"])
 
     def handle_exception(self, exc: Exception) -> Response:
-        if isinstance(exc, RequestDataTooBig):  # Django's own size check: its 400 page
-            exc = RequestTooLarge(str(exc))
+        if isinstance(exc, RequestDataTooBig):  # Django's own size check, in our words
+            exc = RequestTooLarge.over_the_cap()
         # Races with another request's erasure (the services see them under the thread
         # lock): the thread is gone as for any unknown id; an entry gone is a conflict.
         elif isinstance(exc, ThreadGoneError):
