@@ -194,10 +194,12 @@ def _check_water_marks(error: Any) -> None:
     if not FRACTION(share):
         error("SUMMARY_SHARE", f"{FRACTION.text}, got {share!r}.",
               "The default is 0.25: summaries are merged once they hold more.", "E004")
-    wait = get("INLINE_FOLD_WAIT")
-    if not is_number(wait) or wait < 0:
-        error("INLINE_FOLD_WAIT", f"must be a non-negative number of seconds, got {wait!r}.",
-              "The default is 10.0.", "E010")
+    for key, default in (("INLINE_FOLD_WAIT", "10.0"),
+                         ("TOKEN_CACHE_SECONDS", "10.0; 0 turns the token cache off")):
+        wait = get(key)
+        if not is_number(wait) or wait < 0:
+            error(key, f"must be a non-negative number of seconds, got {wait!r}.",
+                  f"The default is {default}.", "E010")
 
 
 def _check_search(error: Any) -> None:

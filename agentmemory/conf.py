@@ -86,6 +86,9 @@ DEFAULTS: dict[str, Any] = {
     # many deaths park a fold, and for how long before the sweep tries it again.
     "BROKER_TIMEOUT": 5.0,
     "FOLD_LEASE": 60.0,
+    # How long CachedTokenAuthentication keeps a valid token's user in a process: the
+    # longest a token revoked elsewhere keeps working (0: no cache).
+    "TOKEN_CACHE_SECONDS": 10.0,
     "FOLD_MAX_DEATHS": 3,
     "FOLD_PARK_BACKOFF": 3600.0,
     # live-window compaction: the seam that selects, the smallest fold worth a call,

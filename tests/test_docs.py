@@ -51,6 +51,7 @@ BAD_VALUES: dict[str, Any] = {
     "SEARCH_LANGUAGE": "english; drop table",
     "FOLD_BUDGET": 0,
     "INLINE_FOLD_WAIT": -1,
+    "TOKEN_CACHE_SECONDS": -1,
     "FOLD_QUEUE": "",
     "FOLD_RETRY_MAX": -1,
     "FOLD_RETRY_BACKOFF": 0,

@@ -3,12 +3,14 @@
 Through the real API with DRF's test client: the second request with a token reads no
 token row; deleting the token or deactivating its user refuses the next request at
 once in this process; a token deleted behind the signals' back (another process, raw
-SQL) is refused once ``cache_seconds`` have passed.
+SQL) is refused once the window (``TOKEN_CACHE_SECONDS``) has passed, and at once with
+a window of 0.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -95,7 +97,7 @@ def test_another_process_revocation_holds_within_cache_seconds(
     assert token_queries(client) == (200, 1)
     with connection.cursor() as cursor:  # no signal: as if deleted by another process
         cursor.execute(f"DELETE FROM {Token._meta.db_table} WHERE key = %s", [token.key])
-    clock[0] += CachedTokenAuthentication.cache_seconds - 0.5
+    clock[0] += CachedTokenAuthentication().window() - 0.5
     assert client.get(THREADS).status_code == 200  # the documented window
     clock[0] += 1.0
     assert token_queries(client) == (REFUSED, 1)
@@ -121,3 +123,31 @@ def test_a_request_cannot_change_the_user_another_request_gets() -> None:
     second, _ = auth.authenticate_credentials(token.key)
     assert second.first_name == ""
     assert second.pk == first.pk
+
+
+@pytest.mark.parametrize("window", [0, 3.0])
+def test_the_window_is_the_setting_and_0_reads_the_token_every_time(
+    monkeypatch: pytest.MonkeyPatch, settings: Any, window: float,
+) -> None:
+    settings.AGENTMEMORY = {"TOKEN_CACHE_SECONDS": window}
+    client, token = client_for("agent")
+    clock = [1000.0]
+    monkeypatch.setattr(authentication.time, "monotonic", lambda: clock[0])
+    assert token_queries(client) == (200, 1)
+    assert token_queries(client) == (200, 0 if window else 1)
+    with connection.cursor() as cursor:  # no signal: as if deleted by another process
+        cursor.execute(f"DELETE FROM {Token._meta.db_table} WHERE key = %s", [token.key])
+    if window:
+        clock[0] += window - 0.5
+        assert client.get(THREADS).status_code == 200  # within the window
+        clock[0] += 1.0
+    assert token_queries(client) == (REFUSED, 1)
+    assert not authentication._remembered or window
+
+
+def test_a_negative_window_is_a_check_error(settings: Any) -> None:
+    from django.core.checks import run_checks
+
+    settings.AGENTMEMORY = {"TOKEN_CACHE_SECONDS": -1}
+    errors = [e for e in run_checks() if e.id == "agentmemory.E010"]
+    assert any("TOKEN_CACHE_SECONDS" in e.msg for e in errors), errors

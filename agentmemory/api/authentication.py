@@ -2,10 +2,10 @@
 
 DRF's ``TokenAuthentication`` reads the token and its user on each request. Agents
 call the API many times a minute with one token, so this subclass keeps each token's
-user in the process for ``cache_seconds``. Deleting a token or saving its user (say,
-``is_active=False``) drops the cached entries of this process at once; other processes
-drop theirs within ``cache_seconds``, which is therefore the longest a revoked token
-keeps working elsewhere.
+user in the process for ``AGENTMEMORY["TOKEN_CACHE_SECONDS"]`` (10 s; 0 turns the cache
+off). Deleting a token or saving its user (say, ``is_active=False``) drops the cached
+entries of this process at once; other processes drop theirs within that window, which
+is therefore the longest a revoked token keeps working elsewhere.
 """
 
 from __future__ import annotations
@@ -21,16 +21,28 @@ from django.db.models.signals import post_delete, post_save
 from rest_framework.authentication import TokenAuthentication
 from rest_framework.authtoken.models import Token
 
+from agentmemory.conf import memory_settings
+
 
 class CachedTokenAuthentication(TokenAuthentication):
-    """``TokenAuthentication`` that remembers a valid token's user for ``cache_seconds``
-    (10 s; subclass to change it) in a bounded, per-process table of ``cache_size``
-    tokens. Refusals are never cached: a bad token costs its query every time."""
+    """``TokenAuthentication`` that remembers a valid token's user for the cache window
+    (``AGENTMEMORY["TOKEN_CACHE_SECONDS"]``, or ``cache_seconds`` when a subclass sets
+    it) in a bounded, per-process table of ``cache_size`` tokens. A window of 0 reads
+    the token on every request, as DRF does. Refusals are never cached: a bad token
+    costs its query every time."""
 
-    cache_seconds = 10.0
+    cache_seconds: float | None = None
     cache_size = 1024
 
+    def window(self) -> float:
+        if self.cache_seconds is not None:
+            return float(self.cache_seconds)
+        return float(memory_settings.TOKEN_CACHE_SECONDS)
+
     def authenticate_credentials(self, key: str) -> tuple[Any, Any]:
+        window = self.window()
+        if window <= 0:
+            return super().authenticate_credentials(key)
         now = time.monotonic()
         with _lock:
             hit = _remembered.get(key)
@@ -40,7 +52,7 @@ class CachedTokenAuthentication(TokenAuthentication):
                 return copy.copy(hit[1]), hit[2]
         user, token = super().authenticate_credentials(key)
         with _lock:
-            _remembered[key] = (now + self.cache_seconds, user, token)
+            _remembered[key] = (now + window, user, token)
             _remembered.move_to_end(key)
             while len(_remembered) > self.cache_size:
                 _remembered.popitem(last=False)
