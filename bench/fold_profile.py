@@ -3,7 +3,8 @@
     .venv/bin/python bench/fold_profile.py [--db sqlite|postgres] [--entries 10000]
 
 A thread of ``--entries`` messages nothing has folded (bench/folded.py's builder, the
-floor part's messages), the instant summarizer (a fixed text at once: only the
+floor part's long messages, or with ``--shape seeded`` the seeded conversation's), the
+instant summarizer (a fixed text at once: only the
 library's time), one ``services.fold(thread)`` in a transaction that is rolled back
 (so every run sees the same rows): its wall time and folds, its queries and their
 database time, then the same fold under ``cProfile``, grouped by where the time is
@@ -40,17 +41,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--entries", type=int, default=10_000)
+    parser.add_argument("--shape", choices=("long", "seeded"), default="long",
+                        help="the floor part's long plain messages, or the seeded "
+                        "conversation as it is (short messages, tool rounds)")
     args = parser.parse_args()
     database = Database.create(args.db, "agentmemory_bench_fold_profile")
     setup_django(database.engine, database.name, {"SUMMARIZER": INSTANT_SUMMARIZER},
                  migrate=True)
     try:
-        profile(args.entries)
+        profile(args.entries, args.shape)
     finally:
         database.drop()
 
 
-def profile(entries: int) -> None:
+def profile(entries: int, shape: str) -> None:
     from django.db import connection, transaction
     from django.test.utils import CaptureQueriesContext
 
@@ -58,7 +62,8 @@ def profile(entries: int) -> None:
     from agentmemory.models import MemoryEntry, Thread
     from bench import floor
 
-    thread = floor.build(entries, entries, floor.long_messages())
+    messages = floor.long_messages() if shape == "long" else floor.seeded_messages()
+    thread = floor.build(entries, entries, messages)
     Thread.objects.filter(pk=thread.pk).update(fold_queued_until=None)
     thread = Thread.objects.get(pk=thread.pk)
     if connection.vendor == "postgresql":
@@ -86,7 +91,8 @@ def profile(entries: int) -> None:
     profiler.disable()
     stats = pstats.Stats(profiler)
     total = max(stats.total_tt, 1e-9)  # type: ignore[attr-defined]
-    print(f"{connection.vendor}, {entries:,} entries: one fold call {wall * 1000:.0f} ms for "
+    print(f"{connection.vendor}, {shape} shape, {entries:,} entries: one fold call "
+          f"{wall * 1000:.0f} ms for "
           f"{folds} folds ({wall * 1000 / max(folds, 1):.0f} ms a fold), "
           f"{len(captured.captured_queries)} queries, {database_ms:.0f} ms of them in the "
           "database")

@@ -121,15 +121,13 @@ def test_the_plain_sql_reads_what_the_querysets_say(
         values(m, names) for m in visible.messages().newest_first()[offset : offset + limit]]
 
     # The oldest slice a backfill folds from: both kinds, every field, in order.
-    oldest, oldest_sources = rows.read_oldest(thread.pk, tiers, now, offset=offset,
-                                              limit=limit)
+    oldest = rows.read_oldest(thread.pk, tiers, now, offset=offset, limit=limit)
     expected = list(load._visible_rows(thread.pk, tiers, now).select_related("coverage")
                     .order_by("position", "id")[offset : offset + limit])
     names = entry_names(EntryKind.SUMMARY)  # every field
     assert [values(e, names) for e in oldest] == [values(e, names) for e in expected]
     assert [values(e.coverage, coverage) if e.is_summary else None for e in oldest] == [
         values(e.coverage, coverage) if e.is_summary else None for e in expected]
-    assert oldest_sources == sources_by_summary([e for e in expected if e.is_summary])
 
 
 def test_a_field_the_load_left_out_is_read_when_asked_for(
@@ -180,9 +178,8 @@ def test_the_oldest_slice_holds_an_expired_summary_and_no_expired_message() -> N
     assert message is not None
     MemoryEntry.objects.filter(pk__in=[summary.pk, message.pk]).update(
         expires_at=now - timedelta(minutes=1))
-    oldest, sources = rows.read_oldest(thread.pk, None, now, offset=0, limit=100)
+    oldest = rows.read_oldest(thread.pk, None, now, offset=0, limit=100)
     assert summary.pk in [e.pk for e in oldest] and message.pk not in [e.pk for e in oldest]
-    assert sources == sources_by_summary([summary])
     assert [e.pk for e in oldest] == list(
         load._visible_rows(thread.pk, None, now).order_by("position", "id")
         .values_list("pk", flat=True))

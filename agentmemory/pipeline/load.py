@@ -191,20 +191,17 @@ def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int
     Reading by tokens, not by the row cap of a room of ``tokens``, keeps each fold of a
     long backfill to a few hundred rows."""
     rows: list[MemoryEntry] = []
-    sources: dict[int, list[int]] = {}
     held = 0
     page = max(64, tokens // OLDEST_PAGE_DIVISOR)
     while True:
         # An offset, not a keyset on (position, id): the OR a keyset needs steers SQLite
         # off the partial index, and re-reading the earlier pages costs less than that.
-        fetched, found = context_rows.read_oldest(thread.pk, config.tiers, now,
-                                                  offset=len(rows), limit=page)
+        fetched = context_rows.read_oldest(thread.pk, config.tiers, now,
+                                           offset=len(rows), limit=page)
         rows.extend(fetched)
-        sources.update(found)
         held += sum(map(entry_cost, fetched))
         if len(fetched) < page or held >= 2 * tokens or len(rows) >= MAX_LOAD_ROWS:
-            loaded = _split(rows, now, complete=len(fetched) < page)
-            return dataclasses.replace(loaded, sources=sources)
+            return _split(rows, now, complete=len(fetched) < page)
         # The rows read so far say how many more the rest takes: that many and a
         # quarter more, so a second page is nearly always the last.
         wanted = (2 * tokens - held) * len(rows) // max(1, held) + 1

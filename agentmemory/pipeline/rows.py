@@ -97,25 +97,26 @@ def count_visible(
 
 def read_oldest(
     thread_id: int, tiers: Sequence[str] | None, now: datetime, *, offset: int, limit: int
-) -> tuple[list[MemoryEntry], dict[int, list[int]]]:
+) -> list[MemoryEntry]:
     """The visible entries oldest first (as `load._visible_rows`: messages unexpired,
     summaries whatever their expiry), ``limit`` of them after the ``offset`` oldest, with
-    every field; a summary with its coverage row. And each summary's sources, sorted."""
+    every field; a summary with its coverage row. Not its sources: PostgreSQL prices a
+    sources subquery for every row of the page, and past ``jit_above_cost`` spent more
+    compiling the query (300 ms) than running it; the few summaries of a slice are
+    read with `signing.sources_by_summary`."""
     shape = _shape(tiers)
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
         cursor.execute(shape.oldest_sql, shape.oldest_params(thread_id, tiers, now, limit,
                                                              offset))
         found = cursor.fetchall()
-    entries, sources = [], {}
+    entries = []
     for row in found:
         entry = shape.summary(row, connection)
-        if row[shape.kind_at] == EntryKind.SUMMARY:
-            sources[entry.pk] = _ids(row[-1])
-        else:
+        if row[shape.kind_at] != EntryKind.SUMMARY:
             shape._cached(entry)
         entries.append(entry)
-    return entries, sources
+    return entries
 
 
 def _ids(joined: str | None) -> list[int]:
@@ -184,12 +185,10 @@ class _Shape:
             f"SELECT {', '.join(summary_columns)} FROM {joined_coverage} WHERE {visible}"
             f" UNION ALL SELECT * FROM ({self.page_sql}) newest"
         )
-        # Both kinds, oldest first; a message's sources are not looked for.
+        # Both kinds, oldest first, without sources (`read_oldest`).
         kind = column(e, MemoryEntry, "kind")
-        oldest_columns = [*summary_columns[:-1],
-                          f"CASE WHEN {kind} = '{EntryKind.SUMMARY.value}' THEN {sources} END"]
         self.oldest_sql = (
-            f"SELECT {', '.join(oldest_columns)} FROM {joined_coverage}"
+            f"SELECT {', '.join(summary_columns[:-1])} FROM {joined_coverage}"
             f" WHERE {uncovered_live} AND ({kind} = %s OR {unexpired})"
             f" ORDER BY {column(e, MemoryEntry, 'position')} ASC, {entry_id} ASC"
             f" LIMIT %s OFFSET %s"
