@@ -13,6 +13,7 @@ import unicodedata
 from collections.abc import Sequence
 from typing import Any, Protocol
 
+from agentmemory.trust.facts import FACT_NOTE_OPENING
 from agentmemory.trust.quarantine import strip_invisible
 
 TRANSCRIPT_OPEN = "<<<TRANSCRIPT>>>"
@@ -23,6 +24,8 @@ CONTINUATION = "  "
 
 #: Every stored summary begins with this. Readers and tests match on it.
 SUMMARY_LABEL_PREFIX = "[summary of earlier turns"
+#: Every window summary message begins with this.
+WINDOW_FRAME_PREFIX = "[compacted conversation"
 
 # Sent with every call, so every word is paid for again and again: it stays short.
 DEFAULT_INSTRUCTION = "\n".join(
@@ -95,9 +98,65 @@ def render_tool_call(call: dict[str, Any]) -> str:
     return defuse(tool_call_text(call))
 
 
+def summary_content(label: str, text: str) -> str:
+    """A summary as it is stored and shown: the authored label, then the model's text as
+    data, through `defuse`, every line of it (the first too) behind `CONTINUATION`.
+
+    So no line the model wrote starts where agentmemory's own lines do (a label, a
+    frame, a fact note, a delimiter, the head of a message in a transcript): a forged
+    ``user: ...`` or ``[summary of earlier turns ...]`` in it reads as indented text of
+    one summary, in every format that shows the content (recall's text, the chat and
+    response shapes, the window summary message, receipts, the admin)."""
+    return f"{label}\n{summary_body(text)}"
+
+
+def summary_body(text: str) -> str:
+    """What `summary_content` stores of the model's ``text``: what a summary's length
+    is counted on, after its label."""
+    return CONTINUATION + defuse(text)
+
+
 def summary_text(content: str) -> str:
-    """A stored summary's text without its authored first line."""
-    return content.partition("\n")[2]
+    """A stored summary's text without its authored first line, each line with the
+    `CONTINUATION` that `summary_content` put before it taken off again. (A summary
+    stored before that rule has none, and reads as it was stored.)"""
+    text = content.partition("\n")[2]
+    if not text.startswith(CONTINUATION):
+        return text
+    return "\n".join(line.removeprefix(CONTINUATION) for line in text.split("\n"))
+
+
+#: The openings of agentmemory's own lines in a context, and of a message's head in a
+#: transcript: a model's summary that starts a line with one imitates them.
+_AUTHORED_LINE = re.compile(
+    "|".join([
+        *(re.escape(opening) for opening in (
+            SUMMARY_LABEL_PREFIX, WINDOW_FRAME_PREFIX, FACT_NOTE_OPENING.rstrip(": "))),
+        r"<{2,}\s*(?:END\s*)?TRANSCRIPT",
+    ]),
+    re.I,
+)
+_MESSAGE_HEAD = re.compile(
+    r"(?:user|assistant|system|developer|tool)\s*(?:\(calls:[^\n]*\))?\s*:"
+    r"|tool_result\[|earlier summary\s*:",
+    re.I,
+)
+
+
+def forged_lines(text: str) -> list[str]:
+    """What a summarizer's ``text`` imitates at the start of a line (leading spaces and
+    invisible characters aside): ``forged-label`` (a summary label, a window frame, a
+    fact note or a transcript delimiter), ``forged-turn`` (a message's head). Stored
+    through `summary_content`, neither can pass for the real thing; the flags say the
+    model tried."""
+    flags: set[str] = set()
+    for line in strip_invisible(text).splitlines():
+        line = line.lstrip()
+        if _AUTHORED_LINE.match(line):
+            flags.add("forged-label")
+        elif _MESSAGE_HEAD.match(line):
+            flags.add("forged-turn")
+    return sorted(flags)
 
 
 def fact_text(message: MessageLike, *, is_summary: bool) -> str:

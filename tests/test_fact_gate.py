@@ -27,7 +27,7 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.summarizers import testing
-from agentmemory.transcript import SUMMARY_LABEL_PREFIX
+from agentmemory.transcript import CONTINUATION, SUMMARY_LABEL_PREFIX
 from agentmemory.trust.facts import check_facts, extract_facts, missing_facts_note
 from agentmemory.window.compact import compact
 from agentmemory.window.frame import WINDOW_FRAME_PREFIX
@@ -297,7 +297,7 @@ def test_with_action_append_the_missing_facts_are_listed_after_the_model_text(
     (summary,) = summaries(thread)
     label, model_text, note = summary.content.split("\n")
     assert label.startswith(SUMMARY_LABEL_PREFIX)
-    assert model_text == DROPS_AMOUNT  # the model's words, unedited
+    assert model_text == CONTINUATION + DROPS_AMOUNT  # the model's words, as data
     assert note == missing_facts_note([f.text for f in check_facts(SPAN, DROPS_AMOUNT).missing])
     assert note.startswith("[facts from the originals") and AMOUNT in note
     assert summary.coverage.fact_score == 0.5
@@ -317,7 +317,7 @@ def test_without_a_threshold_nothing_is_measured_or_gated(settings: Any) -> None
     assert result.decline is None and result.folded_summary_id is not None
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
     label, model_text = summary.content.split("\n")
-    assert label.startswith(SUMMARY_LABEL_PREFIX) and model_text == DROPS_AMOUNT
+    assert label.startswith(SUMMARY_LABEL_PREFIX) and model_text == CONTINUATION + DROPS_AMOUNT
     assert summary.coverage.fact_score is None
     assert summary.coverage.missing_facts == []
     assert not FoldLatch.objects.exists()
@@ -404,7 +404,7 @@ def test_window_compaction_with_action_append_lists_the_missing_amount(settings:
     span = result.span
     assert span is not None and result.refusal is None
     label, model_text, note = span.content.split("\n")
-    assert label.startswith(WINDOW_FRAME_PREFIX) and model_text == DROPS_AMOUNT
+    assert label.startswith(WINDOW_FRAME_PREFIX) and model_text == CONTINUATION + DROPS_AMOUNT
     assert note == missing_facts_note([f.text for f in check_facts(SPAN, DROPS_AMOUNT).missing])
     assert span.fact_score == 0.5 and span.missing_facts == [AMOUNT]
     assert result.window[1] == {"role": "user", "content": span.content}
@@ -415,7 +415,7 @@ def test_window_compaction_without_a_threshold_measures_nothing(settings: Any) -
     settings.AGENTMEMORY = window_settings(DROPS_AMOUNT)
     result = compact(make_thread(), refund_window())
     assert result.span is not None
-    assert result.span.content.split("\n")[1:] == [DROPS_AMOUNT]
+    assert result.span.content.split("\n")[1:] == [CONTINUATION + DROPS_AMOUNT]
     assert result.span.fact_score is None and result.span.missing_facts == []
 
 

@@ -66,7 +66,8 @@ def fill(thread: Thread, count: int = 19) -> None:
     """``count`` messages: with the seeds' counts, the 20th append makes a fold due."""
     for number in range(count):
         role = "user" if number % 2 == 0 else "assistant"
-        content = f"message {number} about order 4{number}"
+        # Long enough that a summary with its label is smaller than the span.
+        content = f"message {number} about order 4{number}, which has not arrived yet"
         services.append(thread, {"role": role, "content": content})
 
 

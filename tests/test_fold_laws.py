@@ -31,6 +31,7 @@ from agentmemory.pipeline.summarize import fold_span, plan_fold
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import (
+    CONTINUATION,
     DEFAULT_INSTRUCTION,
     SUMMARY_LABEL_PREFIX,
     TRANSCRIPT_CLOSE,
@@ -214,7 +215,7 @@ def test_one_call_per_span_written_back_under_its_key(recorded: list) -> None:
     assert len(recorded) == 1
     [summary] = summaries_of(thread)
     assert summary.summary_key == "msg-summary-1-3"
-    assert summary.content.endswith("\n" + SHORT_SUMMARY)
+    assert summary.content.endswith("\n" + CONTINUATION + SHORT_SUMMARY)
     assert summary.tier == "cold"
     assert summary.position == entries[11].position
     coverage = summary.coverage
@@ -635,7 +636,7 @@ def test_prompt_injection_stays_data(recorded: list) -> None:
     assert summary.content.startswith(SUMMARY_LABEL_PREFIX)
     assert summary.content.startswith("[summary of earlier turns")
     label, text = summary.content.split("\n", 1)
-    assert text == INJECTION
+    assert text == CONTINUATION + INJECTION  # indented: data, never a line of its own
     assert label == summary_label(from_turn=1, to_turn=3, message_count=12, model="test-model",
                            handle="msg-summary-1-3")
     assert "test-model" in label and "originals are retained" in label
@@ -695,7 +696,7 @@ def test_a_domain_replaces_the_instruction_but_not_the_delimiters_or_label(recor
     for result in (configured, per_call):
         summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
         assert summary.content.startswith(SUMMARY_LABEL_PREFIX)
-        assert summary.content.split("\n", 1)[1] == SHORT_SUMMARY
+        assert summary.content.split("\n", 1)[1] == CONTINUATION + SHORT_SUMMARY
 
 
 # ---------------------------------------------------------------- law 7

@@ -22,6 +22,8 @@ from agentmemory.transcript import (
     DEFAULT_INSTRUCTION,
     render_message,
     render_tool_call,
+    summary_body,
+    summary_content,
     summary_label,
 )
 from agentmemory.trust.facts import check_facts, extract_facts
@@ -165,19 +167,20 @@ def test_keeps_every_fact_or_the_newest_and_counts_the_rest(span: list[Message])
 
     budget = budget_of(span)
     # What is always shown: at most the newest request's first 24 words, the count of
-    # the others and the tools; then the facts line (a quoted string keeps its quotes).
+    # the others and the tools; then the facts line (a quoted string keeps its quotes),
+    # counted as the fold stores them, each line indented.
     newest_request = next((m.content for m in reversed(span) if m.role == "user"), "")
-    fixed_size = count_tokens(
+    fixed_size = count_tokens(summary_body(
         f"- the user asked: {' '.join(newest_request.split()[:24])}\n"
         "- and 11 earlier requests\n- tools called: lookup_order\n"
-    )
+    ))
     shown = [f'"{fact.text}"' if fact.kind == "quoted" else fact.text for fact in found]
     facts_size = count_tokens(FACTS_LINE + "; ".join(shown))
     if facts_size + fixed_size <= budget:
         event("every fact fits")
         assert missing == []
         assert more_facts(text) == 0
-        assert count_tokens(text) <= budget
+        assert count_tokens(summary_body(text)) <= budget
     elif missing or more_facts(text):
         event("facts left out")
         # The count is exact: the facts neither listed nor said by the other lines.
@@ -201,11 +204,11 @@ def test_keeps_every_fact_or_the_newest_and_counts_the_rest(span: list[Message])
 def test_a_realistic_span_gives_a_smaller_summary(span: list[Message]) -> None:
     text = summarize(span)
     tokens = span_tokens(span)
-    assert count_tokens(text) <= budget_of(span)
+    assert count_tokens(summary_body(text)) <= budget_of(span)
     # The fold adds its label and refuses a summary that is not smaller than the span.
     label = summary_label(from_turn=1, to_turn=99, message_count=len(span), model="offline-1",
                           handle="msg-summary-1-99")
-    assert count_tokens(f"{label}\n{text}") < tokens
+    assert count_tokens(summary_content(label, text)) < tokens
 
 
 def test_all_facts_when_they_fit() -> None:
@@ -219,7 +222,8 @@ def test_all_facts_when_they_fit() -> None:
                 tool_name="lookup_order"),
         Message("assistant", "It was delivered on 2026-12-03; the invoice is attached."),
         Message("user", "Then send the label to /srv/labels/NW-48217.pdf and call me at 0161."),
-        Message("assistant", "Done, the refund RF-7102 of 1250.00 USD is approved."),
+        Message("assistant", "Done, the refund RF-7102 of 1250.00 USD is approved. It goes "
+                             "back to the card the order was paid with."),
     ]
     text = summarize(span)
     assert check_facts(map(fact_text, span), text).score == 1.0
@@ -239,7 +243,7 @@ def test_the_newest_facts_when_they_do_not_fit() -> None:
     assert listed and len(listed) < 60
     assert listed == [f"NW-{10_000 + i}" for i in range(60 - len(listed), 60)]
     assert text.splitlines()[-1] == f"- and {60 - len(listed)} more facts"
-    assert count_tokens(text) <= budget_of(span)
+    assert count_tokens(summary_body(text)) <= budget_of(span)
 
 
 def test_a_long_span_is_capped_at_max_tokens() -> None:
@@ -472,7 +476,7 @@ def test_folding_a_summary_again_and_again_keeps_the_newest_and_counts_the_rest(
         fresh = refund_round(number)
         span = [summary, *fresh] if summary else fresh
         text = summarize(span)
-        assert count_tokens(text) <= budget_of(span)
+        assert count_tokens(summary_body(text)) <= budget_of(span)
         assert check_facts(map(fact_text, fresh), text).score == 1.0, number
         missing = check_facts(map(fact_text, span), text).missing
         assert more_facts(text) >= len(missing)

@@ -18,7 +18,7 @@ from django.contrib.auth import get_user_model
 from agentmemory import services, signals
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread
 from agentmemory.summarizers import testing
-from agentmemory.transcript import TRANSCRIPT_CLOSE, summary_label
+from agentmemory.transcript import CONTINUATION, TRANSCRIPT_CLOSE, summary_label
 from agentmemory.trust.quarantine import (
     INVISIBLE_RANGES,
     has_invisible,
@@ -292,7 +292,7 @@ def test_invisible_characters_in_the_model_output_are_stripped_and_flagged(
     result = services.recall(thread, BIG)
 
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
-    assert summary.content.endswith("\nThe user chased a late parcel.")
+    assert summary.content.endswith(f"\n{CONTINUATION}The user chased a late parcel.")
     assert not has_tag_characters(summary.content) and not has_tag_characters(result.text)
     assert summary.coverage.injection_flags == ["output:invisible-characters"]
 
@@ -306,13 +306,14 @@ def test_a_model_that_answers_with_an_instruction_is_flagged_as_output(settings:
     result = services.recall(thread, BIG)
 
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
-    assert summary.coverage.injection_flags == ["output:ignore-instructions",
+    assert summary.coverage.injection_flags == ["output:forged-turn",
+                                                "output:ignore-instructions",
                                                 "output:role-override"]
     # Still data behind the authored label; without HOLD_FLAGGED it is recalled.
     label, text = summary.content.split("\n", 1)
     assert label == summary_label(from_turn=6, to_turn=20, message_count=15,
                                   model=MODEL, handle="msg-summary-6-20")
-    assert text == OBEYING
+    assert text == CONTINUATION + OBEYING
     assert result.summaries_used == [summary.pk]
 
 
@@ -377,7 +378,8 @@ def test_with_hold_flagged_a_flagged_summary_is_held_and_recall_stays_verbatim(
     second = services.recall(thread, BIG)
 
     summary = held_summary(thread)
-    assert summary.coverage.injection_flags == ["output:ignore-instructions",
+    assert summary.coverage.injection_flags == ["output:forged-turn",
+                                                "output:ignore-instructions",
                                                 "output:role-override"]
     assert summary.retired_at is None
     assert not MemoryEntry.objects.filter(covered_by=summary).exists()  # covers nothing

@@ -93,7 +93,7 @@ def test_roles_and_time_bounds_filter_hits() -> None:
 def test_a_hit_says_which_summary_covers_it_now() -> None:
     thread = Thread.objects.create(owner=owner())
     add_turns(thread, 12)
-    result = services.recall(thread, 600, mode="inline")
+    result = services.recall(thread, 700, mode="inline")
     assert result.summaries_used
     hits = services.search(thread, '"order 1 for Ada"')
     assert len(hits) == 1

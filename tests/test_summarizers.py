@@ -36,6 +36,7 @@ from agentmemory.summarizers import get_summarizer, load_summarizer
 from agentmemory.summarizers.base import SummaryResult, build_prompt
 from agentmemory.summarizers.openai import OpenAISummarizer
 from agentmemory.transcript import (
+    CONTINUATION,
     DEFAULT_INSTRUCTION,
     SUMMARY_LABEL_PREFIX,
     TRANSCRIPT_CLOSE,
@@ -443,7 +444,8 @@ def test_recall_folds_once_through_the_openai_backend(
         summary = MemoryEntry.objects.get(thread=thread, kind=EntryKind.SUMMARY)
         assert summary.content.startswith(SUMMARY_LABEL_PREFIX)
         assert TEST_MODEL in summary.content.splitlines()[0]
-        assert summary.content.endswith("\nThe user tracked orders 4401-4440; all are in transit.")
+        assert summary.content.endswith(
+            f"\n{CONTINUATION}The user tracked orders 4401-4440; all are in transit.")
         assert first.folded_summary_id == summary.pk
         assert first.summaries_used == [summary.pk]
         assert summary.coverage.from_turn == 1
@@ -605,7 +607,8 @@ def test_recall_folds_through_a_callable() -> None:
     assert result.folded_summary_id is not None
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
     assert summary.content.startswith(SUMMARY_LABEL_PREFIX)
-    assert summary.content.endswith(f"\n{summary.coverage.entry_count} messages condensed.")
+    assert summary.content.endswith(
+        f"\n{CONTINUATION}{summary.coverage.entry_count} messages condensed.")
     call = SummarizerCall.objects.get(thread=thread)
     assert call.outcome == CallOutcome.FOLDED
     assert (call.prompt_tokens, call.completion_tokens) == (None, None)

@@ -35,6 +35,7 @@ from agentmemory.summarizers import testing
 from agentmemory.summarizers.testing import Reply
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import (
+    CONTINUATION,
     DEFAULT_INSTRUCTION,
     TRANSCRIPT_CLOSE,
     TRANSCRIPT_OPEN,
@@ -493,7 +494,7 @@ def test_compaction_is_head_then_summary_then_kept_messages(thread: Thread):
     assert len(result.window) <= 8  # MAX_MESSAGES, the summary included
 
     label, text = span.content.split("\n", 1)
-    assert text == SHORT_SUMMARY  # the model's words, unedited, after the label
+    assert text == CONTINUATION + SHORT_SUMMARY  # the model's words as data, after the label
     assert f"{span.message_count} earlier messages" in label
     assert "at iteration 3 " in label
     assert f"the model {MODEL}." in label
@@ -549,7 +550,7 @@ def test_model_text_that_imitates_the_frame_stays_behind_the_label(thread: Threa
     assert span is not None
     label, text = span.content.split("\n", 1)
     assert label.startswith(WINDOW_FRAME_PREFIX) and f"the model {MODEL}" in label
-    assert text == IMITATES_THE_FRAME
+    assert text == CONTINUATION + IMITATES_THE_FRAME
     assert folded_span_for(thread, text) is None
 
 
@@ -973,7 +974,7 @@ def test_compaction_over_http_sends_one_deterministic_delimited_request(
 
     assert (span.prompt_tokens, span.completion_tokens) == (777, 12)
     assert span.model == TEST_MODEL and f"the model {TEST_MODEL}." in span.content
-    assert span.content.endswith("\nOrders 1-5 are in transit with DHL.")
+    assert span.content.endswith(f"\n{CONTINUATION}Orders 1-5 are in transit with DHL.")
     (call,) = ledger(thread)
     assert (call.outcome, call.prompt_tokens, call.completion_tokens) == (
         CallOutcome.FOLDED, 777, 12)

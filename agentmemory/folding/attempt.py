@@ -24,6 +24,7 @@ from agentmemory.folding.reasons import DeclineReason
 from agentmemory.folding.span import Span
 from agentmemory.models import CallOutcome, MemoryEntry, SummarizerCall, Thread
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
+from agentmemory.transcript import forged_lines, summary_content
 from agentmemory.trust import ledger
 from agentmemory.trust.facts import check_facts, missing_facts_note
 from agentmemory.trust.quarantine import injection_flags, message_flags, strip_invisible
@@ -147,7 +148,7 @@ def attempt_fold(
         return report_failure(thread, summarizer, purpose, exc)
 
     text = strip_invisible(result.text)
-    content = f"{span.label(summarizer.model)}\n{text}"
+    content = summary_content(span.label(summarizer.model), text)
     fact_score: float | None = None
     missing: list[str] = []
     threshold, action = fact_gate()
@@ -165,7 +166,7 @@ def attempt_fold(
 
     flags = sorted(
         {flag for item in span.items for flag in message_flags(item)}
-        | {f"output:{flag}" for flag in injection_flags(result.text)}
+        | {f"output:{flag}" for flag in [*injection_flags(result.text), *forged_lines(text)]}
     )
     return Draft(
         thread=thread, summarizer=summarizer, span=span, started=call.started, attempt=attempt,

@@ -9,7 +9,7 @@ from typing import Any
 
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult, build_prompt
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import MessageLike, fact_text, render_message
+from agentmemory.transcript import MessageLike, fact_text, render_message, summary_body
 from agentmemory.trust.facts import Fact, check_facts, extract_facts
 from agentmemory.trust.quarantine import strip_invisible
 from agentmemory.window.frame import looks_like_frame
@@ -39,7 +39,8 @@ class OfflineSummarizer(BaseSummarizer):
 
     Options: ``MAX_WORDS`` (24: words kept of each request), ``MAX_LINES`` (8: requests
     listed at most), ``MAX_SHARE`` (0.6: the summary's size, in tokens, at most this
-    share of the span's; the fold adds its label of about 40 tokens, and refuses a
+    share of the span's, counted as the fold stores it, each line indented; the fold
+    adds its label of about 40 tokens, and refuses a
     summary that is not smaller than the span), ``MAX_TOKENS`` (600: at most this many
     tokens whatever the span, so that a summary folded again and again over a long
     thread still fits a recall budget; None for no cap).
@@ -216,13 +217,16 @@ def _with_facts(
         return _render(span, asks, listed[len(listed) - keep:] if keep else [],
                        len(listed) - keep)
 
-    if count_tokens(render(len(listed))) <= budget:
+    def fits(keep: int) -> bool:  # counted as the fold stores it (`summary_body`)
+        return count_tokens(summary_body(render(keep))) <= budget
+
+    if fits(len(listed)):
         return render(len(listed)), True
     # Binary search for the most facts that fit: the text only grows with each one kept.
     low, high = 0, len(listed) - 1
     while low < high:
         middle = (low + high + 1) // 2
-        if count_tokens(render(middle)) <= budget:
+        if fits(middle):
             low = middle
         else:
             high = middle - 1

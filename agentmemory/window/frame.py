@@ -13,12 +13,10 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from agentmemory.models import RetainPolicy
+from agentmemory.transcript import WINDOW_FRAME_PREFIX
 
 if TYPE_CHECKING:
     from agentmemory.window.seams import WindowMessage
-
-#: Every window summary message begins with this.
-WINDOW_FRAME_PREFIX = "[compacted conversation"
 
 
 def retention_sentence(retain: str) -> str:
@@ -49,11 +47,6 @@ def frame_label(
 def fold_reference(span_key: str) -> str:
     """The part of a span's key its frame carries: 64 bits, unique within a thread."""
     return span_key[:16]
-
-
-def summary_message_content(label: str, text: str) -> str:
-    """The label first, then the model's text unedited."""
-    return f"{label}\n{text}"
 
 
 def summary_fingerprint(content: str) -> str:
