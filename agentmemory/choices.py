@@ -14,3 +14,6 @@ class CallOutcome(models.TextChoices):
     REFUSED_NOT_SMALLER = "refused-not-smaller", "refused: not smaller"
     REFUSED_LOST_FACTS = "refused-lost-facts", "refused: lost facts"
     FAILED = "failed", "failed"
+    # The attempt died during the call (its worker killed, its lease lapsed): settled by
+    # whoever found it so, its estimate kept as its cost.
+    KILLED = "killed", "killed (the attempt died)"

@@ -551,6 +551,9 @@ class SummarizerCall(models.Model):
         indexes = [
             models.Index(fields=["thread", "created_at"], name="agentmemory_ledger_thread"),
             models.Index(fields=["owner", "created_at"], name="agentmemory_ledger_owner"),
+            # The sweep's look for calls whose attempt died (`ledger.settle_abandoned`).
+            models.Index(fields=["created_at"], condition=models.Q(outcome="reserved"),
+                         name="agentmemory_ledger_reserved"),
         ]
 
     def __str__(self) -> str:

@@ -28,7 +28,7 @@ from django.utils import timezone
 from agentmemory import services, signals
 from agentmemory.admin import ThreadAdmin
 from agentmemory.exceptions import TransientSummarizerError
-from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
 from agentmemory.services import appends as appends_module
 from agentmemory.services import background as background_module
 from tests.conftest import SEED_COUNTS
@@ -455,6 +455,14 @@ def test_a_database_error_during_write_back_retries_the_task(settings: Any) -> N
     assert MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY).count() == 1
     thread.refresh_from_db()
     assert thread.fold_lease_owner == "" and thread.fold_deaths == 0
+    # The paid call whose write-back failed is settled with its real usage and the error;
+    # the retry's call is the span's second attempt.
+    failed, folded = SummarizerCall.objects.filter(thread=thread).order_by("pk")
+    assert (failed.outcome, failed.error_class, failed.attempt) == (
+        CallOutcome.FAILED, "OperationalError", 1)
+    assert failed.prompt_tokens and failed.completion_tokens
+    assert failed.prompt_tokens == folded.prompt_tokens  # the same span, the same prompt
+    assert (folded.outcome, folded.attempt) == (CallOutcome.FOLDED, 2)
 
 
 # ---------------------------------------------------------------- item 5: the request path

@@ -616,10 +616,16 @@ def test_a_worker_killed_mid_fold_leaves_nothing_and_the_fold_is_redelivered(
     assert services.sweep() == [], "a fold is still due after the redelivered fold"
     settled(broker, worker)
     assert len(summaries(thread)) == 1
-    ledger = SummarizerCall.objects.filter(thread=thread).order_by("pk")
-    assert list(ledger.values_list("outcome", flat=True)) == [
-        CallOutcome.RESERVED, CallOutcome.FOLDED
-    ]
+    # The redelivery that took the lease over settled the killed call: its estimate kept
+    # as its cost, the reason said; it numbered its own call the span's second attempt.
+    killed, folded = SummarizerCall.objects.filter(thread=thread).order_by("pk")
+    assert (killed.outcome, killed.attempt, killed.error_class) == (
+        CallOutcome.KILLED, 1, "AttemptDied")
+    assert "took the lease over" in killed.error_message
+    assert killed.prompt_tokens is None and killed.estimated_tokens
+    assert (folded.outcome, folded.attempt) == (CallOutcome.FOLDED, 2)
+    charged = SummarizerCall.objects.filter(pk=killed.pk).charged_tokens()
+    assert charged == killed.estimated_tokens, "the killed call is not counted at its estimate"
 
 
 @pytest.mark.skipif(
@@ -650,6 +656,10 @@ def test_a_pool_process_killed_mid_fold_is_requeued_by_its_worker(
     settled(broker, worker)
     assert len(summaries(thread)) == 1
     assert "WorkerLostError" in worker.log()
+    ledger = SummarizerCall.objects.filter(thread=thread).order_by("pk")
+    assert list(ledger.values_list("outcome", "attempt")) == [
+        (CallOutcome.KILLED, 1), (CallOutcome.FOLDED, 2)
+    ]
 
 
 # ---------------------------------------------------------------- 5. a failing summarizer
@@ -732,9 +742,16 @@ def test_a_fold_that_kills_its_worker_is_parked_after_max_deaths(
     settled(broker, worker)  # acknowledged: no more redeliveries
     thread.refresh_from_db()
     assert thread.fold_deaths == 2 and thread.fold_lease_owner == ""
-    # Every killed attempt is in the ledger, reserved at its estimate, never settled.
-    outcomes = SummarizerCall.objects.filter(thread=thread).values_list("outcome", flat=True)
-    assert list(outcomes) == [CallOutcome.RESERVED] * 2
+    # Every killed attempt is settled as killed (the first by the delivery that took its
+    # lease over, the second by the one that parked the fold), numbered, at its estimate.
+    ledger = SummarizerCall.objects.filter(thread=thread).order_by("pk")
+    assert list(ledger.values_list("outcome", "attempt", "error_class")) == [
+        (CallOutcome.KILLED, 1, "AttemptDied"), (CallOutcome.KILLED, 2, "AttemptDied")
+    ]
+    assert all(call.estimated_tokens and call.prompt_tokens is None for call in ledger)
+    # The delivery that parked it says so.
+    assert broker.result(broker.published[0], timeout=30) == {
+        "thread_id": thread.pk, "folded": [], "declined": ["fold-parked"]}
     assert worker.log().count("WorkerLostError") >= 2, worker.log_tail()
     assert "is parked until" in worker.log(), worker.log_tail()
     # Parked: appends send nothing and the sweep waits out the back-off.

@@ -15,7 +15,10 @@ from __future__ import annotations
 import hashlib
 import time
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass
+
+from django.db import DatabaseError
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
@@ -86,6 +89,14 @@ class Draft(Call):
     def record_lost(self, error: BaseException) -> None:
         """Another fold stored this span first: the call is charged, the draft dropped."""
         self.record(CallOutcome.DECLINED, self.result, error=error)
+
+    def record_unstored(self, error: BaseException) -> None:
+        """The call was paid for but its summary could not be stored (a database error,
+        the thread erased): charged with the usage its backend reported, the error
+        said. When the database cannot take even that, the row stays reserved until the
+        sweep settles it (`ledger.settle_abandoned`)."""
+        with suppress(DatabaseError):
+            self.record(CallOutcome.FAILED, self.result, error=error)
 
     def send_completed(self, summary: object) -> None:
         ledger.send_completed(

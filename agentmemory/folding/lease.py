@@ -21,7 +21,8 @@ from django.utils import timezone
 
 from agentmemory import signals
 from agentmemory.conf import memory_settings
-from agentmemory.models import Thread
+from agentmemory.models import FoldPurpose, SummarizerCall, Thread
+from agentmemory.trust import ledger
 
 logger = logging.getLogger("agentmemory")
 
@@ -50,6 +51,13 @@ def take_fold_lease(thread_id: int, owner: str) -> bool:
     died = Q(fold_lease_owner=owner) | Q(fold_lease_until__lt=now) | Q(fold_lease_until=None)
     if not unparked.filter(died).update(**lease, fold_deaths=F("fold_deaths") + 1):
         return False
+    # Only the lease's holder calls for this thread's recall folds: a call it left
+    # reserved died with it.
+    ledger.settle_killed(
+        SummarizerCall.objects.filter(thread_id=thread_id, purpose=FoldPurpose.RECALL_FOLD),
+        "The fold's worker died during the call (its lease was never released); settled "
+        "by the fold that took the lease over.",
+    )
     deaths = Thread.objects.filter(pk=thread_id).values_list("fold_deaths", flat=True).first()
     if deaths is not None and deaths >= memory_settings.FOLD_MAX_DEATHS:
         park_fold(thread_id, deaths)
@@ -126,7 +134,7 @@ def park_fold(thread_id: int, deaths: int) -> None:
     logger.warning(
         "agentmemory: the fold of thread %s died %s times (FOLD_MAX_DEATHS) and is parked "
         "until %s: the sweep tries it again then, or unpark it in the admin. Its "
-        "summarizer calls are in the ledger as 'reserved'.", thread_id, deaths, until,
+        "summarizer calls are in the ledger as 'killed'.", thread_id, deaths, until,
     )
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is not None:

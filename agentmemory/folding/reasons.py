@@ -17,6 +17,7 @@ class DeclineReason(models.TextChoices):
     ALREADY_FOLDED = "already-folded", "already folded"
     HELD_FOR_REVIEW = "held-for-review", "held for review"
     FOLD_IN_PROGRESS = "fold-in-progress", "another fold of the thread is running"
+    FOLD_PARKED = "fold-parked", "the fold died FOLD_MAX_DEATHS times and is parked"
     TAMPERED = "tampered", "tampered"
     UNFOLDED = "unfolded", "unfolded"
     NOT_REGENERABLE = "not-regenerable", "not regenerable"

@@ -391,6 +391,9 @@ def _write_back(
     except (IntegrityError, _SpanChanged) as exc:
         draft.record_lost(exc)
         return None
+    except BaseException as exc:  # the fold is retried; this call's row says it was paid
+        draft.record_unstored(exc)
+        raise
     return summary
 
 

@@ -34,12 +34,9 @@ from agentmemory.pipeline.load import load_visible, tally_visible
 from agentmemory.pipeline.plan import pressure
 from agentmemory.pipeline.policy import fold_can_wait, fold_view, plan_next
 from agentmemory.pipeline.recall import FOLD_PENDING, settle
-from agentmemory.pipeline.summarize import (
-    FoldOutcome,
-    report_summarizer_failure,
-)
+from agentmemory.pipeline.summarize import FoldOutcome, report_summarizer_failure
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
-from agentmemory.trust.ledger import quota_exceeded
+from agentmemory.trust import ledger
 
 logger = logging.getLogger("agentmemory")
 
@@ -154,7 +151,7 @@ def fold_blocker(
     )
     if reason is not None:
         return reason
-    return DeclineReason.QUOTA_EXCEEDED if quota_exceeded(thread) else None
+    return DeclineReason.QUOTA_EXCEEDED if ledger.quota_exceeded(thread) else None
 
 
 def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
@@ -227,7 +224,8 @@ def fold_task_options(summarizer: BaseSummarizer) -> dict[str, Any]:
 
 def sweep(*, now: datetime | None = None) -> list[int]:
     """Enqueue folds that are due but were never done (a lost task, a broker outage, a
-    parked fold whose back-off is over).
+    parked fold whose back-off is over); settle the ledger rows of attempts that died
+    unnoticed (`ledger.settle_abandoned`).
 
     Looks at threads written within ``SWEEP_WINDOW`` seconds, newest first, at most
     ``SWEEP_LIMIT`` of them; returns the ids it enqueued.
@@ -237,13 +235,14 @@ def sweep(*, now: datetime | None = None) -> list[int]:
     candidates = Thread.objects.filter(updated_at__gte=since).order_by("-updated_at")[
         : memory_settings.SWEEP_LIMIT
     ]
+    longest_call = max(float(memory_settings.FOLD_LEASE), get_summarizer().timeout)
+    ledger.settle_abandoned(now, longest_call)
     enqueued = []
     for thread in candidates:
         # The sweep is how an outage is recovered from: it always tries the broker.
         if fold_due(thread, now=now) and enqueue_fold(thread.pk, after_outage=True):
             enqueued.append(thread.pk)
     return enqueued
-
 
 
 def fold_until_settled(
@@ -263,8 +262,9 @@ def fold_until_settled(
     # A redelivered or retried task keeps its id, so it takes back the lease a killed
     # worker left behind instead of waiting for it to run out.
     owner = lease_owner or uuid.uuid4().hex
-    if not take_fold_lease(thread_id, owner):
-        return []  # the fold holding the lease re-checks when it is done; or parked
+    if not take_fold_lease(thread_id, owner):  # another fold re-checks when done; or parked
+        parked = fold_state(thread_id).state == FoldState.PARKED
+        return [FoldOutcome(summary=None, decline=DeclineReason.FOLD_PARKED)] if parked else []
     with held_lease(thread_id, owner, retried=True):
         room = context_room(thread.effective_fold_budget(), config)
         outcomes = settle(thread, config, room, summarizer, attempt=attempt, raise_transient=True)

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import logging
 import time
+from datetime import datetime, timedelta
 
 from django.db import connection, transaction
-from django.db.models import Subquery
+from django.db.models import QuerySet, Subquery
 from django.utils import timezone
 
 from agentmemory import signals
@@ -43,6 +44,9 @@ def reserve(
     for the transaction; SQLite: the write lock the insert takes), so each sees every
     earlier reservation and the estimates admitted never pass the quota together. The
     lock is released before the call, unless the caller's own transaction holds it.
+
+    The row's ``attempt`` is the how-manieth call of this span in the thread (at least
+    ``attempt``, the caller's own count).
     """
 
     owner_id = thread.owner_id
@@ -55,6 +59,11 @@ def reserve(
         present = Thread.objects.lock(thread.pk)
         if owner_id is not None and limit is not None:
             _lock_owner(owner_id)
+        # The how-manieth call of this span: a killed attempt's redelivery is not a
+        # retry to Celery, so its count alone would number every one of them 1.
+        earlier = SummarizerCall.objects.filter(
+            thread=thread, purpose=purpose, span_key=span_key
+        ).count() if present else 0
         row = SummarizerCall.objects.create(
             thread=thread if present else None,
             owner_id=owner_id,
@@ -63,7 +72,7 @@ def reserve(
             model=summarizer.model,
             span_key=span_key,
             entry_count=entry_count,
-            attempt=attempt,
+            attempt=max(attempt, earlier + 1),
             outcome=CallOutcome.RESERVED,
             estimated_tokens=estimated_tokens,
         )
@@ -116,6 +125,35 @@ def settle(
             duration_ms=row.duration_ms,
             error_class=row.error_class, error_message=row.error_message,
         )
+
+
+#: The error class a killed attempt's row is settled with.
+KILLED_ERROR = "AttemptDied"
+
+
+def settle_killed(calls: QuerySet[SummarizerCall], reason: str) -> int:
+    """Settle the reserved rows among ``calls`` as killed: their attempt died during the
+    call, so no usage was reported and the estimate stays their cost (quota and cost
+    count it); ``reason`` says who found them so. Returns how many.
+
+    A call that was in fact still running settles its own row when it returns, over
+    this one (`settle` writes by id, whatever the row says)."""
+    return calls.filter(outcome=CallOutcome.RESERVED).update(
+        outcome=CallOutcome.KILLED, error_class=KILLED_ERROR, error_message=reason
+    )
+
+
+def settle_abandoned(now: datetime, longest_call: float) -> int:
+    """`settle_killed` for the reserved rows older than twice ``longest_call`` seconds
+    whose thread's fold lease is not held: an attempt that died and that no fold took
+    over (the thread was not folded again, or it was a window fold)."""
+    calls = SummarizerCall.objects.filter(
+        created_at__lt=now - timedelta(seconds=2 * longest_call)
+    ).exclude(thread__fold_lease_until__gte=now)
+    return settle_killed(
+        calls, "The call's attempt died (no call lasts this long and no fold holds the "
+        "thread's lease); settled by the sweep.",
+    )
 
 
 def send_declined(

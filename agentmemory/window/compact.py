@@ -144,7 +144,11 @@ def compact(
     draft = attempt_fold(thread, fold, summarizer)
     if isinstance(draft, Declined):
         return Compaction(window=unchanged, span=None, refusal=draft.reason)
-    span = _journal(thread, selection, iteration, retain, draft)
+    try:
+        span = _journal(thread, selection, iteration, retain, draft)
+    except BaseException as exc:
+        draft.record_unstored(exc)
+        raise
     if span is None:  # a concurrent run journaled the same span first: use its record
         draft.record_lost(IntegrityError("span recorded"))
         span = FoldedSpan.objects.get(thread=thread, span_fingerprint=key)
