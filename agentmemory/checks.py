@@ -138,8 +138,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         if not is_int(get(key)) or get(key) < (0 if key == "FOLD_RETRY_MAX" else 1):
             error(key, f"must be a {'non-negative' if key == 'FOLD_RETRY_MAX' else 'positive'} "
                   f"integer, got {get(key)!r}.", f"The default is {DEFAULTS[key]}.", "E010")
+    failures = get("CIRCUIT_FAILURES")
+    if failures is not None and (not is_int(failures) or failures < 1):
+        error("CIRCUIT_FAILURES", f"must be None or a positive integer, got {failures!r}.",
+              f"The default is {DEFAULTS['CIRCUIT_FAILURES']}.", "E010")
     for key in ("FOLD_RETRY_BACKOFF", "SWEEP_WINDOW", "BROKER_TIMEOUT", "FOLD_LEASE",
-                "FOLD_PARK_BACKOFF"):
+                "FOLD_PARK_BACKOFF", "CIRCUIT_BACKOFF", "CIRCUIT_BACKOFF_MAX"):
         value = get(key)
         if not isinstance(value, int | float) or isinstance(value, bool) or value <= 0:
             error(key, f"must be a positive number of seconds, got {value!r}.",

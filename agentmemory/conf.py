@@ -91,6 +91,12 @@ DEFAULTS: dict[str, Any] = {
     "TOKEN_CACHE_SECONDS": 10.0,
     "FOLD_MAX_DEATHS": 3,
     "FOLD_PARK_BACKOFF": 3600.0,
+    # The circuit of a summarizer backend and model: this many failed calls in a row (any
+    # thread, any process) stop every call to it for CIRCUIT_BACKOFF seconds, doubling
+    # with each opening in a row up to CIRCUIT_BACKOFF_MAX (None: no circuit).
+    "CIRCUIT_FAILURES": 5,
+    "CIRCUIT_BACKOFF": 30.0,
+    "CIRCUIT_BACKOFF_MAX": 900.0,
     # live-window compaction: the seam that selects, the smallest fold worth a call,
     # and the retention policy for threads that set none ("conversation" or "discard").
     "WINDOW": {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {}},

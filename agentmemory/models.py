@@ -560,6 +560,34 @@ class SummarizerCall(models.Model):
         return f"{self.model} {self.outcome} ({self.purpose})"
 
 
+class SummarizerCircuit(models.Model):
+    """Whether one summarizer backend and model may be called: its failed calls in a row
+    and, once they reach CIRCUIT_FAILURES, until when no fold calls it
+    (`agentmemory.folding.circuit`)."""
+
+    backend = models.CharField(max_length=200)
+    model = models.CharField(max_length=200)
+    failures = models.PositiveIntegerField(default=0, help_text="Failed calls in a row.")
+    openings = models.PositiveIntegerField(
+        default=0, help_text="Times it opened in a row: each doubles the back-off."
+    )
+    open_until = models.DateTimeField(
+        null=True, blank=True,
+        help_text="No call before this; then one call probes it. Empty: closed.",
+    )
+    last_error = models.CharField(max_length=300, blank=True, default="")
+    updated_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        verbose_name = "summarizer circuit"
+        constraints = [
+            models.UniqueConstraint(fields=["backend", "model"], name="agentmemory_circuit_once")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model} ({'open' if self.open_until else 'closed'})"
+
+
 class RecallReceipt(models.Model):
     """What one recall gave the agent: the ids in order, the budget, the settings in force.
 

@@ -120,7 +120,17 @@ class Respond:
     answer: Callable[[Any], Reply]
 
 
-Scripted = Reply | Failure | Delay | Respond
+@dataclass(frozen=True)
+class Raw:
+    """An answer with exactly this status, body and content type: a proxy's page, an
+    empty body, JSON that is no chat completion."""
+
+    body: bytes
+    status: int = 200
+    content_type: str = "application/json"
+
+
+Scripted = Reply | Failure | Delay | Respond | Raw
 
 
 @dataclass(frozen=True)
@@ -358,7 +368,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             scripted = scripted.then
         if isinstance(scripted, Respond):
             scripted = scripted.answer(body)
-        if isinstance(scripted, Failure):
+        if isinstance(scripted, Raw):
+            self._send(scripted.status, scripted.body, scripted.content_type)
+        elif isinstance(scripted, Failure):
             self._send_json(scripted.status, scripted.body(), scripted.headers)
         else:
             self._send_json(200, owner._completion(scripted, body))
@@ -366,10 +378,15 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def _send_json(
         self, status: int, payload: dict[str, Any], headers: Mapping[str, str] | None = None
     ) -> None:
-        data = json.dumps(payload).encode()
+        self._send(status, json.dumps(payload).encode(), "application/json", headers)
+
+    def _send(
+        self, status: int, data: bytes, content_type: str,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("Connection", "close")
             self.send_header("x-request-id", f"req_test_{status}")

@@ -17,6 +17,7 @@ from agentmemory.admin.records import (
     OwnerQuotaAdmin,
     RecallReceiptAdmin,
     SummarizerCallAdmin,
+    SummarizerCircuitAdmin,
 )
 from agentmemory.admin.spans import FoldedSpanAdmin
 from agentmemory.admin.summaries import SummaryAdmin
@@ -29,6 +30,7 @@ __all__ = [
     "OwnerQuotaAdmin",
     "RecallReceiptAdmin",
     "SummarizerCallAdmin",
+    "SummarizerCircuitAdmin",
     "SummaryAdmin",
     "ThreadAdmin",
 ]

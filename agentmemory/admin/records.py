@@ -1,4 +1,5 @@
-"""The records: fold latches, the usage ledger, recall receipts, and owner quotas."""
+"""The records: fold latches, the usage ledger, summarizer circuits, recall receipts,
+and owner quotas."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from agentmemory.models import (
     OwnerQuota,
     RecallReceipt,
     SummarizerCall,
+    SummarizerCircuit,
 )
 from agentmemory.trust.ledger import tokens_used_today
 from agentmemory.trust.receipts import replay
@@ -40,6 +42,23 @@ class FoldLatchAdmin(ReadOnlyAdmin):
     readonly_fields = fields
     span_key_shown = hash_display("span_key", "span key")
     start_key_shown = hash_display("start_key", "start key")
+
+
+@admin.register(SummarizerCircuit)
+class SummarizerCircuitAdmin(ReadOnlyAdmin):
+    """Which summarizers folds may call now: an open circuit is an outage, seen once."""
+
+    list_display = ("model", "backend", "state", "failures", "last_error", "updated_at")
+    list_filter = ("model", "backend")
+    fields = ("backend", "model", "state", "failures", "openings", "open_until",
+              "last_error", "updated_at")
+    readonly_fields = fields
+
+    @admin.display(description="state", ordering="open_until")
+    def state(self, obj: SummarizerCircuit) -> str:
+        if obj.open_until is None:
+            return "closed"
+        return f"open: no call until {obj.open_until:%Y-%m-%d %H:%M:%S} UTC, then one probes it"
 
 
 @admin.register(SummarizerCall)

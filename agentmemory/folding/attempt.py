@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from django.db import DatabaseError
 
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import AgentMemoryError, TransientSummarizerError
+from agentmemory.exceptions import SummarizerError, TransientSummarizerError
+from agentmemory.folding import circuit as circuits
 from agentmemory.folding.latches import latch_reason, latch_refusal
 from agentmemory.folding.reasons import DeclineReason
 from agentmemory.folding.span import Span
@@ -139,6 +140,9 @@ def attempt_fold(
             return decline(thread, summarizer, purpose, reason, latched=True)
     if precondition is not None and (reason := precondition()) is not None:
         return decline(thread, summarizer, purpose, reason)
+    circuit = circuits.admit(summarizer)
+    if circuit is None:  # failing for every thread: no call until its back-off has passed
+        return decline(thread, summarizer, purpose, DeclineReason.SUMMARIZER_UNAVAILABLE)
     row = ledger.reserve(
         thread, summarizer, purpose=purpose, span_key=span.key, entry_count=len(span.items),
         estimated_tokens=summarizer.estimate_tokens(span.items, instruction=span.instruction),
@@ -151,12 +155,14 @@ def attempt_fold(
     try:
         result = summarizer.summarize(span.items, instruction=span.instruction)
         if not isinstance(result, SummaryResult) or not result.text.strip():
-            raise AgentMemoryError(f"{summarizer.backend} returned no summary text.")
+            raise SummarizerError(f"{summarizer.model}: the answer held no summary text.")
     except Exception as exc:  # law 4(b): a broken summarizer never fails a turn or a run
         call.record(CallOutcome.FAILED, error=exc)
+        circuits.failed(summarizer, circuit, exc)
         if raise_transient and isinstance(exc, TransientSummarizerError):
             raise
         return report_failure(thread, summarizer, purpose, exc)
+    circuits.succeeded(summarizer, circuit)
 
     text = strip_invisible(result.text)
     content = summary_content(span.label(summarizer.model), text)

@@ -11,6 +11,7 @@ class DeclineReason(models.TextChoices):
 
     NOT_WORTH_A_CALL = "not-worth-a-call", "not worth a call"
     SUMMARIZER_FAILED = "summarizer-failed", "summarizer failed"
+    SUMMARIZER_UNAVAILABLE = "summarizer-unavailable", "the summarizer's circuit is open"
     NOT_SMALLER = "not-smaller", "not smaller than its span"
     LOST_FACTS = "lost-facts", "lost facts"
     QUOTA_EXCEEDED = "quota-exceeded", "daily quota exceeded"

@@ -20,6 +20,7 @@ from agentmemory.broker import send_within
 from agentmemory.conf import memory_settings
 from agentmemory.extras import require
 from agentmemory.folding import DeclineReason, latched
+from agentmemory.folding import circuit as circuits
 from agentmemory.folding.lease import (
     FoldRequest,
     FoldState,
@@ -151,6 +152,8 @@ def fold_blocker(
     )
     if reason is not None:
         return reason
+    if circuits.is_open(get_summarizer(), now):  # the sweep asks again once it closes
+        return DeclineReason.SUMMARIZER_UNAVAILABLE
     return DeclineReason.QUOTA_EXCEEDED if ledger.quota_exceeded(thread) else None
 
 

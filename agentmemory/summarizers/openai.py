@@ -118,15 +118,21 @@ class OpenAISummarizer(BaseSummarizer):
             # the key (masked or not) or the prompt, and this error reaches the ledger, the
             # logs and Celery's retry line. Not chained, so no traceback carries it either.
             raise _provider_error(exc, self.model) from None
+        except ValueError:
+            # A 200 whose body is not JSON (a proxy's page, an empty body): said in words,
+            # not as the parser's error, which would quote the body.
+            raise SummarizerError(
+                f"{self.model}: the provider's answer was not JSON."
+            ) from None
         if not isinstance(response, ChatCompletion):
             # An HTML error page or a proxy's text with status 200: the client hands back
             # the raw body, which is not ours to keep.
             raise SummarizerError(
-                f"{self.model}: the provider's reply was not a chat completion "
+                f"{self.model}: the provider's answer was not a chat completion "
                 f"({type(response).__name__} body)."
             )
         if not response.choices:
-            raise SummarizerError(f"{self.model} returned no choices.")
+            raise SummarizerError(f"{self.model}: the provider's answer held no choices.")
         usage = response.usage
         details = usage.prompt_tokens_details if usage else None
         return SummaryResult(
