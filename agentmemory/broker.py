@@ -1,17 +1,55 @@
-"""Sending a task with a bounded wait: a hung broker or result backend costs a request
-at most AGENTMEMORY['BROKER_TIMEOUT'] seconds, never an unbounded ``recv``."""
+"""Sending a task with a bounded wait: a hung broker or result backend costs one request
+of a process at most AGENTMEMORY['BROKER_TIMEOUT'] seconds, never an unbounded ``recv``,
+and the others in flight beside it at most `QUEUE_WAIT`."""
 
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
-from agentmemory.exceptions import BrokerTimeoutError
+from agentmemory.exceptions import BrokerBusyError, BrokerTimeoutError
+
+# A broker outage costs one request its BROKER_TIMEOUT, not every request.
+BROKER_BACKOFF_SECONDS = 30.0
+#: How long a send waits for the one before it in this process: many times what a
+#: reachable broker takes, so only an unanswered send makes the others give up.
+QUEUE_WAIT = 0.25
 
 
-def send_within(task: Any, args: tuple[Any, ...], options: dict[str, Any], timeout: float) -> str:
+class BrokerBackoff:
+    """This process's sends: one at a time (`gate`), and none for BROKER_BACKOFF_SECONDS
+    after the broker failed to answer."""
+
+    def __init__(self) -> None:
+        self.down_until = 0.0
+        self.gate = threading.Lock()
+
+    def is_down(self) -> bool:
+        return time.monotonic() < self.down_until
+
+    def failed(self) -> None:
+        self.down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
+
+    def reset(self) -> None:
+        self.down_until = 0.0
+
+
+broker = BrokerBackoff()
+
+
+def send_within(
+    task: Any, args: tuple[Any, ...], options: dict[str, Any], timeout: float,
+    *, probe: bool = False,
+) -> str:
     """``task.apply_async(args, **options)`` that returns its id within ``timeout`` seconds
     or raises: `BrokerTimeoutError` when no answer came, else the send's own error.
+
+    One send at a time per process: a send waits at most `QUEUE_WAIT` for the one
+    before it, and raises `BrokerTimeoutError` when that one is still unanswered, or
+    failed meanwhile and opened the back-off (unless ``probe``: the sweep always tries).
+    So a hung broker makes one request wait ``timeout``, not every request in flight. A
+    failure opens `broker`'s back-off before the next send may start; a success ends it.
 
     The send runs on its own broker connection with that connect and socket timeout, in
     a daemon thread the caller stops waiting for at the deadline; what the thread still
@@ -23,6 +61,26 @@ def send_within(task: Any, args: tuple[Any, ...], options: dict[str, Any], timeo
     app = task.app
     if app.conf.task_always_eager:
         return str(task.apply_async(args, **options).id)
+    if not broker.gate.acquire(timeout=min(QUEUE_WAIT, timeout)):
+        raise BrokerBusyError(
+            f"another send of this process has waited on the broker for over {QUEUE_WAIT} s."
+        )
+    try:
+        if broker.is_down() and not probe:
+            raise BrokerBusyError("the broker failed to answer moments ago (backing off).")
+        try:
+            task_id = _send(app, task, args, options, timeout)
+        except BaseException:
+            broker.failed()  # before the gate opens: the next in line backs off
+            raise
+    finally:
+        broker.gate.release()
+    broker.reset()
+    return task_id
+
+
+def _send(app: Any, task: Any, args: tuple[Any, ...], options: dict[str, Any],
+          timeout: float) -> str:
     outcome: dict[str, Any] = {}
     transport = {"socket_timeout": timeout, "socket_connect_timeout": timeout,
                  "max_retries": 0}  # fmt: skip

@@ -81,6 +81,11 @@ class BrokerTimeoutError(AgentMemoryError, TimeoutError):
     AGENTMEMORY['BROKER_TIMEOUT'] seconds."""
 
 
+class BrokerBusyError(BrokerTimeoutError):
+    """No send was tried: another send of this process is still waiting on the broker,
+    or one failed moments ago and the process is backing off."""
+
+
 class ThreadGoneError(AgentMemoryError, LookupError):
     """The thread was erased while the call ran (by another request); nothing was written.
     The API answers 404, as for a thread that never existed."""

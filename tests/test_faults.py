@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, connections
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -28,6 +28,7 @@ from django.utils import timezone
 from agentmemory import services, signals
 from agentmemory.admin import ThreadAdmin
 from agentmemory.exceptions import TransientSummarizerError
+from agentmemory.folding.lease import FoldState
 from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
 from agentmemory.services import appends as appends_module
 from agentmemory.services import background as background_module
@@ -153,6 +154,63 @@ def test_an_append_waits_at_most_broker_timeout_on_a_hung_broker_and_backs_off(
     assert len(warnings) == 1 and "BrokerTimeoutError" in warnings[0], warnings
     # Nothing is marked queued: the sweep will send it once the broker answers.
     assert Thread.objects.get(pk=thread.pk).fold_queued_until is None
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_hung_broker_makes_one_request_of_a_process_wait_not_every_one_in_flight(
+    settings: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 25, part 5: one request's send is held by a broker that never answers; nine
+    more, started while it waits, give up at once without reaching the broker."""
+    if connection.vendor != "postgresql":
+        pytest.skip("requests in flight at once on their own connections need PostgreSQL")
+    from agentmemory.broker import QUEUE_WAIT
+
+    timeout = 5.0
+    settings.AGENTMEMORY = background(BROKER_TIMEOUT=timeout)
+    due = [Thread.objects.create(title=f"due {n}") for n in range(10)]
+    silent = SilentServer()
+    finished: dict[int, tuple[float, str]] = {}
+    apps: list[Any] = []
+
+    def request(thread: Thread) -> None:
+        apps[0].set_current()  # Celery's current app is per thread
+        started = time.monotonic()
+        try:
+            state = services.request_fold(thread.pk).state
+        finally:
+            connections.close_all()
+        finished[thread.pk] = (time.monotonic() - started, state)
+
+    try:
+        with publishing_app(f"redis://127.0.0.1:{silent.port}/0") as app, \
+                caplog.at_level("WARNING", logger="agentmemory"):
+            apps.append(app)
+            first = threading.Thread(target=request, args=(due[0],))
+            first.start()
+            deadline = time.monotonic() + timeout
+            while not silent.accepted and time.monotonic() < deadline:
+                time.sleep(0.01)
+            assert silent.accepted, "the first send never reached the hung broker"
+            others = [threading.Thread(target=request, args=(t,)) for t in due[1:]]
+            for other in others:
+                other.start()
+            for other in others:
+                other.join()
+            assert first.is_alive(), "the first send was no longer waiting: no overlap"
+            first.join()
+    finally:
+        silent.close()
+    assert len(silent.accepted) == 1, "a request in flight beside the first reached the broker"
+    assert finished[due[0].pk][0] >= timeout  # the one that waited
+    for thread in due[1:]:
+        took, state = finished[thread.pk]
+        assert state == FoldState.BROKER_DOWN
+        assert took < timeout / 2, f"a request beside it waited {took:.1f}s (gate {QUEUE_WAIT}s)"
+    warnings = [r.getMessage() for r in caplog.records if "could not enqueue" in r.getMessage()]
+    assert len(warnings) == 1, warnings  # said once, by the send that failed
+    # Nothing is marked queued: the sweep sends every one once the broker answers.
+    assert not Thread.objects.filter(fold_queued_until__isnull=False).exists()
 
 
 # ---------------------------------------------------------------- item 3: one chain per thread

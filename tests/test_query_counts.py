@@ -67,8 +67,10 @@ def test_a_recall_that_folds_costs_the_same_on_50_and_5000_entries() -> None:
 
     assert counts[0] == counts[1], f"queries per size {dict(zip(SIZES, counts, strict=True))}"
     # 14 before the one lock order; the ledger row's reservation and its settlement each
-    # lock the thread row first (a thread erased mid-call is counted, not a 500).
-    assert counts[0] <= 16
+    # lock the thread row first (a thread erased mid-call is counted, not a 500); the
+    # summarizer's circuit is read before the call, and the span's earlier calls are
+    # counted to number this one (issue 25).
+    assert counts[0] <= 18
 
 
 def test_a_recall_that_does_not_fold_costs_the_same_on_50_and_5000_entries() -> None:

@@ -14,6 +14,7 @@ importable from here.
 
 from __future__ import annotations
 
+from agentmemory.broker import BROKER_BACKOFF_SECONDS, BrokerBackoff, broker
 from agentmemory.folding.lease import (
     FoldRequest,
     FoldState,
@@ -25,9 +26,6 @@ from agentmemory.folding.lease import (
 )
 from agentmemory.services.appends import append
 from agentmemory.services.background import (
-    BROKER_BACKOFF_SECONDS,
-    BrokerBackoff,
-    broker,
     enqueue_fold,
     fold_blocker,
     fold_due,

@@ -8,7 +8,6 @@ after a broker outage.
 from __future__ import annotations
 
 import logging
-import time
 import uuid
 from datetime import datetime, timedelta
 from typing import Any
@@ -16,8 +15,9 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from agentmemory.broker import send_within
+from agentmemory.broker import BROKER_BACKOFF_SECONDS, broker, send_within
 from agentmemory.conf import memory_settings
+from agentmemory.exceptions import BrokerBusyError
 from agentmemory.extras import require
 from agentmemory.folding import DeclineReason, latched
 from agentmemory.folding import circuit as circuits
@@ -41,27 +41,6 @@ from agentmemory.trust import ledger
 
 logger = logging.getLogger("agentmemory")
 
-# A broker outage costs one request its BROKER_TIMEOUT, not every request.
-BROKER_BACKOFF_SECONDS = 30.0
-
-
-class BrokerBackoff:
-    """Until when this process sends no fold task, after the broker failed to answer."""
-
-    def __init__(self) -> None:
-        self.down_until = 0.0
-
-    def is_down(self) -> bool:
-        return time.monotonic() < self.down_until
-
-    def failed(self) -> None:
-        self.down_until = time.monotonic() + BROKER_BACKOFF_SECONDS
-
-    def reset(self) -> None:
-        self.down_until = 0.0
-
-
-broker = BrokerBackoff()
 
 
 def fold_for_room(thread: Thread, budget_tokens: int, *, left_out: bool) -> str | None:
@@ -188,11 +167,12 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
     try:
         task_id = send_within(
             fold_thread, (thread_id,), fold_task_options(get_summarizer()),
-            float(memory_settings.BROKER_TIMEOUT),
+            float(memory_settings.BROKER_TIMEOUT), probe=by_sweep,
         )
     except Exception as exc:
         Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
-        broker.failed()
+        if isinstance(exc, BrokerBusyError):  # the send that failed has said so
+            return FoldRequest(FoldState.BROKER_DOWN)
         logger.warning(
             "agentmemory: could not enqueue the fold of thread %s (%s: %s); no fold is "
             "enqueued from this process for %s s, and the periodic sweep enqueues the "
@@ -203,7 +183,6 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
             BROKER_BACKOFF_SECONDS,
         )
         return FoldRequest(FoldState.BROKER_DOWN)
-    broker.reset()
     return FoldRequest(FoldState.QUEUED, task_id=task_id)
 
 
