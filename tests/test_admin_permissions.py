@@ -39,6 +39,7 @@ from agentmemory.models import (
     OwnerQuota,
     RecallReceipt,
     SummarizerCall,
+    SummarizerCircuit,
     Thread,
 )
 from agentmemory.permissions import REFUSAL
@@ -79,9 +80,9 @@ SETTINGS = recording_settings(
     WINDOW={"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {"MAX_MESSAGES": 4}},
 )
 APP_MODELS = ("thread", "memoryentry", "summary", "foldedspan", "foldlatch", "summarizercall",
-              "recallreceipt", "ownerquota")
+              "summarizercircuit", "recallreceipt", "ownerquota")
 #: Never added, changed or deleted in the admin, by anyone.
-RECORDS = ("foldedspan", "foldlatch", "summarizercall", "recallreceipt")
+RECORDS = ("foldedspan", "foldlatch", "summarizercall", "summarizercircuit", "recallreceipt")
 USERS = ("expander", "viewer", "no-permission", "superuser")
 
 
@@ -95,6 +96,7 @@ class World:
     call: SummarizerCall
     receipts: list[RecallReceipt]  # the first sent the original verbatim
     quota: OwnerQuota
+    circuit: SummarizerCircuit
     clients: dict[str, Client] = field(default_factory=dict)
 
 
@@ -148,7 +150,9 @@ def world(settings: Any) -> World:
     receipts = list(RecallReceipt.objects.filter(thread=thread).order_by("id"))
     assert len(receipts) == 2
     quota = OwnerQuota.objects.create(owner=owner, daily_tokens=1000)
-    return World(thread, original, summary, span, latch, call, receipts, quota)
+    circuit = SummarizerCircuit.objects.create(backend="tests.Backend", model="m", failures=2,
+                                               last_error="HTTP 500")
+    return World(thread, original, summary, span, latch, call, receipts, quota, circuit)
 
 
 def users() -> dict[str, Any]:
@@ -171,6 +175,7 @@ def object_ids(world: World) -> dict[str, list[int]]:
         "foldedspan": [world.span.pk],
         "foldlatch": [world.latch.pk],
         "summarizercall": [world.call.pk],
+        "summarizercircuit": [world.circuit.pk],
         "recallreceipt": [receipt.pk for receipt in world.receipts],
         "ownerquota": [world.quota.pk],
     }
@@ -482,7 +487,7 @@ def test_records_cannot_be_added_changed_or_deleted_by_a_superuser(world: World)
 
 def admin_model(name: str) -> Any:
     return {"foldedspan": FoldedSpan, "foldlatch": FoldLatch, "summarizercall": SummarizerCall,
-            "recallreceipt": RecallReceipt}[name]
+            "summarizercircuit": SummarizerCircuit, "recallreceipt": RecallReceipt}[name]
 
 
 # ---------------------------------------------------------------- who wrote what

@@ -67,7 +67,9 @@ def test_a_500_outage_costs_circuit_failures_calls_for_every_thread_together(
     made = threads()
 
     with capture(signals.summarizer_circuit) as changes:
+        before = timezone.now()
         results = recall_all(made, rounds=3)
+        after = timezone.now()
 
     assert len(openai_server.chat_requests) == FAILURES
     assert all(r.summaries_used == [] for r in results)  # verbatim, as a failed fold leaves it
@@ -77,18 +79,19 @@ def test_a_500_outage_costs_circuit_failures_calls_for_every_thread_together(
     circuit = the_circuit()
     assert circuit.failures == FAILURES and circuit.openings == 1
     assert "HTTP 500" in circuit.last_error
-    seconds = (circuit.open_until - timezone.now()).total_seconds()
-    assert 25 < seconds <= 30
+    assert before + timedelta(seconds=30) <= circuit.open_until <= after + timedelta(seconds=30)
     assert [(c["state"], c["failures"]) for c in changes] == [("open", FAILURES)]
 
     # The back-off passes: one call probes it, for all five threads; it fails, and the
     # circuit opens again for twice as long.
     back_off_passed()
+    before = timezone.now()
     recall_all(made)
+    after = timezone.now()
     assert len(openai_server.chat_requests) == FAILURES + 1
     circuit = the_circuit()
     assert circuit.openings == 2
-    assert 55 < (circuit.open_until - timezone.now()).total_seconds() <= 60
+    assert before + timedelta(seconds=60) <= circuit.open_until <= after + timedelta(seconds=60)
 
     # The provider is back: the next probe folds and closes it; every thread folds again.
     openai_server.reset()
@@ -108,13 +111,20 @@ def test_an_open_circuit_honours_retry_after_and_caps_its_back_off(
     openai_server.script(Failure(429, headers={"Retry-After": "300"}), *[Failure(500)] * 10)
     (thread,) = threads(1)
 
-    recall_all([thread])
-    seconds = (the_circuit().open_until - timezone.now()).total_seconds()
-    assert 295 < seconds <= 300, "Retry-After was not honoured"
-    for _ in range(4):  # 30, 60, then capped at CIRCUIT_BACKOFF_MAX
-        back_off_passed()
+    def opened_for(seconds: float) -> bool:
+        """Whether the next recall opens the circuit for ``seconds``, read from the clock
+        before and after it (however long the recall took)."""
+        before = timezone.now()
         recall_all([thread])
-    assert 95 < (the_circuit().open_until - timezone.now()).total_seconds() <= 100
+        after = timezone.now()
+        until = the_circuit().open_until
+        return (before + timedelta(seconds=seconds) <= until
+                <= after + timedelta(seconds=seconds))
+
+    assert opened_for(300), "Retry-After was not honoured"
+    for seconds in (60, 100, 100, 100):  # the 2nd to 5th opening: doubling, then the cap
+        back_off_passed()
+        assert opened_for(seconds)
     assert len(openai_server.chat_requests) == 5
 
 

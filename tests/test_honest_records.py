@@ -172,8 +172,8 @@ def test_an_empty_reply_says_so(
         services.recall(canary_thread(), BIG)
 
     (call,) = SummarizerCall.objects.all()
-    assert call.error_class == "AgentMemoryError"
-    assert "returned no summary text" in call.error_message
+    assert call.error_class == "SummarizerError"
+    assert "the answer held no summary text" in call.error_message
 
 
 def failing_with_the_prompt(messages: list[dict[str, str]]) -> str:

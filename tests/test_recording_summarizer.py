@@ -74,7 +74,7 @@ def test_error_is_raised_after_the_prompt_is_recorded(error: Any) -> None:
     assert len(testing.calls) == 1
 
 
-def test_delay_sleeps_before_answering_or_raising() -> None:
+def test_delay_sleeps_before_answering_or_raising(monkeypatch: pytest.MonkeyPatch) -> None:
     started = time.monotonic()
     summarize(summarizer(DELAY=0.2))
     assert time.monotonic() - started >= 0.2
@@ -82,9 +82,13 @@ def test_delay_sleeps_before_answering_or_raising() -> None:
     with pytest.raises(TimeoutError):
         summarize(summarizer(DELAY=0.2, ERROR=TimeoutError))
     assert time.monotonic() - started >= 0.2
-    started = time.monotonic()
+    # Without DELAY it never sleeps (a count, not a clock: the machine may be busy).
+    slept: list[float] = []
+    monkeypatch.setattr(testing.time, "sleep", slept.append)
     summarize(summarizer())
-    assert time.monotonic() - started < 0.2
+    assert slept == []
+    summarize(summarizer(DELAY=0.5))
+    assert slept == [0.5]
 
 
 def test_override_wins_for_its_block_nests_and_restores() -> None:

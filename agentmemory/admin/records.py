@@ -50,6 +50,7 @@ class SummarizerCircuitAdmin(ReadOnlyAdmin):
 
     list_display = ("model", "backend", "state", "failures", "last_error", "updated_at")
     list_filter = ("model", "backend")
+    search_fields = ("model", "backend")
     fields = ("backend", "model", "state", "failures", "openings", "open_until",
               "last_error", "updated_at")
     readonly_fields = fields
