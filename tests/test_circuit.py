@@ -195,3 +195,32 @@ def test_without_a_circuit_every_call_is_made(
     assert len(openai_server.chat_requests) >= 6
     assert not SummarizerCircuit.objects.exists()
     assert circuits.admit(get_summarizer()) is not None
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.usefixtures("eager_celery")
+def test_after_a_give_up_the_thread_cools_down_and_appends_respect_it(
+    settings: Any, openai_server: OpenAIServer, openai_summarizer_settings: dict[str, Any]
+) -> None:
+    # A circuit too lenient to open here: the cool-down alone bounds this thread.
+    background = circuit_settings(openai_summarizer_settings, CIRCUIT_FAILURES=50,
+                                  RECALL_MODE="background", FOLD_BUDGET=1500,
+                                  FOLD_RETRY_MAX=1, FOLD_RETRY_BACKOFF=0.01)
+    settings.AGENTMEMORY = {**background, "RECALL_MODE": "inline"}
+    thread = Thread.objects.create(title="gave up")
+    add_turns(thread, 14)
+    settings.AGENTMEMORY = background
+    openai_server.script(*[Failure(500)] * 100)
+
+    before = timezone.now()
+    add_turns(thread, 1, start=15)  # due: a chain of FOLD_RETRY_MAX + 1 calls, given up
+    assert len(openai_server.chat_requests) == 2
+    cool = Thread.objects.get(pk=thread.pk).fold_queued_until
+    assert cool is not None and cool >= before + timedelta(seconds=30)
+    for number in range(16, 21):
+        add_turns(thread, 1, start=number)
+    assert len(openai_server.chat_requests) == 2, "an append started a chain while it cooled"
+
+    Thread.objects.filter(pk=thread.pk).update(fold_queued_until=timezone.now())
+    assert services.sweep() == [thread.pk]  # the sweep sends it once the cool-down is over
+    assert len(openai_server.chat_requests) == 4

@@ -263,13 +263,15 @@ def fold_retry_pending(thread_id: int, countdown: float) -> None:
 
 
 def give_up_fold(thread_id: int, exc: BaseException) -> None:
-    """The background fold ran out of retries: it is no longer queued; warn (once per
-    process and summarizer) and send the decline signal."""
-    Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
+    """The background fold ran out of retries: the thread cools down (its fold counts
+    as queued for CIRCUIT_BACKOFF seconds, so appends start no new chain; the sweep or
+    an append after it sends one); warn (once per process and summarizer) and send the
+    decline signal."""
+    cool = timezone.now() + timedelta(seconds=float(memory_settings.CIRCUIT_BACKOFF))
+    Thread.objects.filter(pk=thread_id).update(fold_queued_until=cool)
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is not None:
         report_summarizer_failure(thread, get_summarizer(), exc)
-
 
 
 def unpark_fold(thread: Thread) -> FoldRequest:
