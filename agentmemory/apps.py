@@ -8,3 +8,11 @@ class AgentMemoryConfig(AppConfig):
 
     def ready(self) -> None:
         from agentmemory import checks  # noqa: F401  (registers the system checks)
+
+        try:
+            import celery  # noqa: F401
+        except ImportError:
+            return  # no background folds without the celery extra (agentmemory.E014)
+        # Registers the tasks with every Celery app, so senders find them by name
+        # (`broker.registered_task`) without importing the tasks themselves.
+        from agentmemory import tasks  # noqa: F401

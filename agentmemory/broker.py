@@ -8,7 +8,15 @@ import threading
 import time
 from typing import Any
 
-from agentmemory.exceptions import BrokerBusyError, BrokerTimeoutError
+from agentmemory.exceptions import (
+    AgentMemoryConfigurationError,
+    BrokerBusyError,
+    BrokerTimeoutError,
+)
+
+#: The name the background fold task is registered under (`agentmemory.tasks`). Senders
+#: find the task by it, so nothing below the tasks imports them.
+FOLD_TASK = "agentmemory.fold_thread"
 
 # A broker outage costs one request its BROKER_TIMEOUT, not every request.
 BROKER_BACKOFF_SECONDS = 30.0
@@ -36,6 +44,22 @@ class BrokerBackoff:
 
 
 broker = BrokerBackoff()
+
+
+def registered_task(name: str) -> Any:
+    """The task ``name`` of the current Celery app. agentmemory's app config imports
+    `agentmemory.tasks` wherever Celery is installed, so its tasks are registered with
+    every app; a project whose Celery app is not the current one gets a clear error."""
+    from celery import current_app
+
+    try:
+        return current_app.tasks[name]
+    except KeyError:
+        raise AgentMemoryConfigurationError(
+            f"The Celery app {current_app.main!r} has no task {name!r}: make the project's "
+            "Celery app the current one (Celery(...) in the project's celery.py, imported "
+            "by its __init__.py) before agentmemory sends background folds."
+        ) from None
 
 
 def send_within(

@@ -14,13 +14,14 @@ from celery import shared_task
 from django.db import DatabaseError, InterfaceError, OperationalError, close_old_connections
 
 from agentmemory import services
+from agentmemory.broker import FOLD_TASK
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import TransientSummarizerError
 
 
 @shared_task(
     bind=True,
-    name="agentmemory.fold_thread",
+    name=FOLD_TASK,
     acks_late=True,
     reject_on_worker_lost=True,
     ignore_result=False,

@@ -1,9 +1,11 @@
-"""The package's import graph has no circle (issue 15).
+"""The package's import graph has no circle (issues 15 and 26).
 
 An AST walk over agentmemory/: every ``import`` and ``from ... import`` of an
-agentmemory module, at module level or inside a function, is an edge; only imports
-under ``if TYPE_CHECKING:`` are not (they never run). A circle through a function-level
-import is still a circle: it is only hidden until the function runs.
+agentmemory module, at module level or inside a function, is an edge, and so is every
+module named by a string to ``require(...)``, ``import_module(...)`` or
+``importlib.import_module(...)`` (a dynamic import); only imports under
+``if TYPE_CHECKING:`` are not (they never run). A circle through a function-level or
+dynamic import is still a circle: it is only hidden until the function runs.
 """
 
 from __future__ import annotations
@@ -32,6 +34,16 @@ def is_type_checking(test: ast.expr) -> bool:
     )
 
 
+#: Functions that import the modules named by their string arguments.
+DYNAMIC_IMPORTS = {"require", "import_module"}
+
+
+def _call_name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    return func.attr if isinstance(func, ast.Attribute) else ""
+
+
 def imported(name: str, tree: ast.Module, known: set[str]) -> set[str]:
     """The agentmemory modules ``name`` imports, wherever in it the import runs."""
     package = name if (PACKAGE.parent / name.replace(".", "/") / "__init__.py").exists() else (
@@ -44,6 +56,11 @@ def imported(name: str, tree: ast.Module, known: set[str]) -> set[str]:
             for statement in node.orelse:
                 visit(statement)
             return
+        if isinstance(node, ast.Call) and _call_name(node.func) in DYNAMIC_IMPORTS:
+            found.update(
+                arg.value for arg in node.args
+                if isinstance(arg, ast.Constant) and isinstance(arg.value, str)
+            )
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -127,6 +144,43 @@ def test_the_walker_sees_function_level_imports_and_circles() -> None:
     assert imported("agentmemory.a", tree, known) == {"agentmemory.c"}
     graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
     assert circles(graph) == [["a", "b", "c"]]
+
+
+def test_the_walker_follows_dynamic_imports_into_a_planted_circle() -> None:
+    """A module that loads another by name (`extras.require`, `import_module`) imports it:
+    the circle services -> background -> tasks -> services was hidden that way."""
+    known = {"agentmemory.a", "agentmemory.b", "agentmemory.c", "agentmemory.d"}
+    planted = {
+        "agentmemory.a": "def f():\n    return require('Feature', 'celery', 'agentmemory.b')\n",
+        "agentmemory.b": "import importlib\nimportlib.import_module('agentmemory.c')\n",
+        "agentmemory.c": "from importlib import import_module\nimport_module('agentmemory.a')\n",
+        "agentmemory.d": "name = 'agentmemory.a'\n",  # a string alone imports nothing
+    }
+    graph = {name: imported(name, ast.parse(code), known) for name, code in planted.items()}
+    assert graph == {"agentmemory.a": {"agentmemory.b"}, "agentmemory.b": {"agentmemory.c"},
+                     "agentmemory.c": {"agentmemory.a"}, "agentmemory.d": set()}
+    assert circles(graph) == [["agentmemory.a", "agentmemory.b", "agentmemory.c"]]
+
+
+def test_no_function_level_import_that_a_module_level_one_covers() -> None:
+    """A module imported at the top needs no second import inside a function (that one
+    only hides where the dependency is)."""
+    again = []
+    for name, path in modules().items():
+        tree = ast.parse(path.read_text(), str(path))
+        top = {node.module for node in tree.body if isinstance(node, ast.ImportFrom)} | {
+            alias.name for node in tree.body if isinstance(node, ast.Import)
+            for alias in node.names
+        }
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                names = ([node.module] if isinstance(node, ast.ImportFrom) else
+                         [alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [])
+                again += [f"{name}:{node.lineno} {module}" for module in names if module in top]
+    assert again == []
 
 
 def test_no_services_module_over_300_lines() -> None:

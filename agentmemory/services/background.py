@@ -15,7 +15,13 @@ from typing import Any
 from django.db.models import Q
 from django.utils import timezone
 
-from agentmemory.broker import BROKER_BACKOFF_SECONDS, broker, send_within
+from agentmemory.broker import (
+    BROKER_BACKOFF_SECONDS,
+    FOLD_TASK,
+    broker,
+    registered_task,
+    send_within,
+)
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import BrokerBusyError
 from agentmemory.extras import require
@@ -149,7 +155,7 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
     enqueues the fold once the broker is back. Without Celery installed it raises
     MissingExtraError (the ``celery`` extra).
     """
-    fold_thread = require("Background folding", "agentmemory.tasks").fold_thread
+    require("Background folding", "celery")
     if broker.is_down() and not by_sweep:
         # The broker failed moments ago: do not make this request wait too.
         return FoldRequest(FoldState.BROKER_DOWN)
@@ -166,7 +172,7 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
         return fold_state(thread_id)
     try:
         task_id = send_within(
-            fold_thread, (thread_id,), fold_task_options(get_summarizer()),
+            registered_task(FOLD_TASK), (thread_id,), fold_task_options(get_summarizer()),
             float(memory_settings.BROKER_TIMEOUT), probe=by_sweep,
         )
     except Exception as exc:

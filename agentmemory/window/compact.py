@@ -31,7 +31,7 @@ from agentmemory.models import (
 )
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import render_message
+from agentmemory.transcript import DEFAULT_INSTRUCTION, render_message
 from agentmemory.trust.signing import sign_span, span_is_intact
 from agentmemory.window.frame import (
     fold_reference,
@@ -159,8 +159,6 @@ def compact(
 
 
 def _instruction() -> str:
-    from agentmemory.transcript import DEFAULT_INSTRUCTION
-
     return str(memory_settings.SUMMARY_INSTRUCTION or DEFAULT_INSTRUCTION)
 
 
