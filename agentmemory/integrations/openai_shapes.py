@@ -22,7 +22,13 @@ from django.utils.crypto import salted_hmac
 from agentmemory import services
 from agentmemory import tools as memory
 from agentmemory.exceptions import AgentMemoryError, InvalidMessageError
-from agentmemory.integrations.openai_messages import chat_messages, input_items, response_input
+from agentmemory.integrations.openai_messages import (
+    SUMMARY_PLACES,
+    chat_messages,
+    input_items,
+    response_input,
+    summary_instructions,
+)
 from agentmemory.shapes import ITEM_FIELDS, as_mapping, flat_message
 
 if TYPE_CHECKING:
@@ -31,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ITEM_KEY",
     "STORED_ITEM_TYPES",
+    "SUMMARY_PLACES",
     "ToolLoopError",
     "chat_messages",
     "chat_turn",
@@ -40,6 +47,7 @@ __all__ = [
     "reply_message",
     "response_input",
     "stored_item",
+    "summary_instructions",
 ]
 
 #: The key of an entry's metadata that keeps the Responses item it was stored from, so

@@ -16,7 +16,11 @@ from django.utils import timezone
 from agentmemory.conf import memory_settings
 from agentmemory.folding import DeclineReason, decline
 from agentmemory.folding.lease import FoldState, fold_state, held_lease, take_fold_lease
-from agentmemory.integrations.openai_messages import chat_messages, response_input
+from agentmemory.integrations.openai_messages import (
+    chat_messages,
+    response_input,
+    summary_instructions,
+)
 from agentmemory.models import FoldPurpose, MemoryEntry, Thread
 from agentmemory.pipeline.budget import (
     DECAYED,
@@ -91,15 +95,23 @@ class RecallResult:
     omitted: int = 0
     omitted_reason: str | None = None
 
-    def as_chat_messages(self) -> list[dict[str, Any]]:
+    def as_chat_messages(
+        self, *, summaries: str = "message", system: str = ""
+    ) -> list[dict[str, Any]]:
         """The context as Chat Completions messages; a summary is a leading ``system``
-        message (see `agentmemory.integrations.openai_shapes`)."""
-        return chat_messages(self.messages)
+        message, or with ``summaries="instructions"`` part of one leading ``system``
+        message after ``system`` (see `agentmemory.integrations.openai_messages`)."""
+        return chat_messages(self.messages, summaries=summaries, system=system)
 
-    def as_response_input(self) -> list[dict[str, Any]]:
+    def as_response_input(self, *, summaries: str = "message") -> list[dict[str, Any]]:
         """The context as Responses API input items; a summary is a leading ``system``
-        message item (see `agentmemory.integrations.openai_shapes`)."""
-        return response_input(self.messages)
+        message item, or left out with ``summaries="instructions"`` (then pass
+        `instructions` as the request's ``instructions``)."""
+        return response_input(self.messages, summaries=summaries)
+
+    def instructions(self, system: str = "") -> str:
+        """``system``, then the context's summaries, for ``summaries="instructions"``."""
+        return summary_instructions(self.messages, system)
 
 
 #: An inline recall found another fold of the thread running and waited it out in vain.
