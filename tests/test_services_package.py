@@ -49,7 +49,7 @@ def fold_once_then_fail(messages: list[dict[str, str]]) -> str:
 def test_a_call_that_raises_keeps_what_its_earlier_transactions_committed(
     settings: Any,
 ) -> None:
-    """`settle` folds span by span, each fold its own transaction: a transient error on
+    """`fold_while_due` folds span by span, each fold its own transaction: a transient error on
     the second call raises, after the first summary and both ledger rows committed."""
     CALLS.clear()
     settings.AGENTMEMORY = {
@@ -65,7 +65,7 @@ def test_a_call_that_raises_keeps_what_its_earlier_transactions_committed(
     add_turns(thread, 40)
     config = RecallConfig.build(mode="inline")
     with pytest.raises(TransientSummarizerError):
-        services.settle(
+        services.fold_while_due(
             thread, config, context_room(300, config), get_summarizer(),
             raise_transient=True, max_folds=None,
         )

@@ -173,8 +173,8 @@ def recall(
         # Until settled, however long the history: a second recall with nothing appended
         # must find nothing left to fold (the contract's idempotence).
         outcomes = _under_lease(
-            thread, lambda: settle(thread, config, room, get_summarizer(), now=now,
-                                   max_folds=None)
+            thread, lambda: fold_while_due(thread, config, room, get_summarizer(), now=now,
+                                           max_folds=None)
         )
         loaded = load_intact(thread, config, now, room)
         entries = loaded.entries
@@ -250,7 +250,7 @@ def fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig)
     return fold_span(thread, plan, config, summarizer)
 
 
-def settle(
+def fold_while_due(
     thread: Thread,
     config: RecallConfig,
     room: int,
@@ -259,13 +259,11 @@ def settle(
     now: datetime | None = None,
     attempt: int = 1,
     raise_transient: bool = False,
-    max_folds: int | None = -1,
+    max_folds: int | None,
 ) -> list[FoldOutcome]:
     """Fold until no fold is due for ``room`` (`policy.plan_next`): at most ``max_folds``
-    folds (FOLDS_PER_TASK by default, None for no bound), each planned afresh from the
-    thread, stopping at the first decline."""
-    if max_folds == -1:
-        max_folds = memory_settings.FOLDS_PER_TASK
+    folds (None: no bound; the services pass FOLDS_PER_TASK), each planned afresh from
+    the thread, stopping at the first decline."""
     outcomes: list[FoldOutcome] = []
     while max_folds is None or len(outcomes) < max_folds:
         _, entries, complete = fold_view(

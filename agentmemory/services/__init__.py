@@ -1,9 +1,10 @@
 """The Python API. Tasks, views, admin actions and commands are thin layers over this.
 
 Every function takes model instances or ids. Each of their writes is a transaction, so
-a call that raises leaves no half-written row; a call that writes more than once is not
-one transaction (`settle` commits fold by fold, `purge_expired` batch by batch), and the
-ledger keeps every summarizer call made before it raised.
+a call that raises leaves no half-written row. A call that writes more than once is not
+one transaction: `fold_while_due` commits fold by fold, `purge_expired` batch by batch,
+`request_fold`, `give_up_fold` and `unpark_fold` mark the thread, then send or warn;
+the ledger keeps every summarizer call made before a call raised.
 
 One module per concern: `threads` (policy), `appends`, `recalls` (recall and fold,
 over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give-up),
@@ -46,10 +47,10 @@ from agentmemory.services.recalls import (
     RecalledMessage,
     RecallResult,
     fold,
+    fold_while_due,
     load_intact,
     recall,
     retire_expired,
-    settle,
 )
 from agentmemory.services.retention import (
     PurgeResult,
@@ -139,6 +140,7 @@ __all__ = [
     "fold_state",
     "fold_task_options",
     "fold_until_settled",
+    "fold_while_due",
     "folded_messages",
     "folded_span_for",
     "give_up_fold",
@@ -157,7 +159,6 @@ __all__ = [
     "retire",
     "retire_expired",
     "review",
-    "settle",
     "sweep",
     "take_fold_lease",
     "thread_fold_budget",

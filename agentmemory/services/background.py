@@ -40,7 +40,7 @@ from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import load_visible, tally_visible
 from agentmemory.pipeline.plan import pressure
 from agentmemory.pipeline.policy import fold_can_wait, fold_view, plan_next
-from agentmemory.pipeline.recall import FOLD_PENDING, settle
+from agentmemory.pipeline.recall import FOLD_PENDING, fold_while_due
 from agentmemory.pipeline.summarize import FoldOutcome, report_summarizer_failure
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.trust import ledger
@@ -255,7 +255,8 @@ def fold_until_settled(
         return [FoldOutcome(summary=None, decline=DeclineReason.FOLD_PARKED)] if parked else []
     with held_lease(thread_id, owner, retried=True):
         room = context_room(thread.effective_fold_budget(), config)
-        outcomes = settle(thread, config, room, summarizer, attempt=attempt, raise_transient=True)
+        outcomes = fold_while_due(thread, config, room, summarizer, attempt=attempt,
+                                  raise_transient=True, max_folds=memory_settings.FOLDS_PER_TASK)
     if outcomes and outcomes[-1].folded and fold_due(thread):
         enqueue_fold(thread_id)  # appends that arrived meanwhile were turned away
     return outcomes

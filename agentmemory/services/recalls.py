@@ -9,6 +9,7 @@ from typing import Any
 
 from django.utils import timezone
 
+from agentmemory.conf import memory_settings
 from agentmemory.models import Thread
 from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
@@ -19,7 +20,7 @@ from agentmemory.pipeline.recall import (
     RecalledMessage,
     RecallResult,
     fold_loaded,
-    settle,
+    fold_while_due,
 )
 from agentmemory.pipeline.recall import recall as recall_context
 from agentmemory.pipeline.summarize import FoldOutcome
@@ -36,7 +37,7 @@ __all__ = [
     "load_intact",
     "recall",
     "retire_expired",
-    "settle",
+    "fold_while_due",
 ]
 
 
@@ -63,7 +64,7 @@ def fold(
     """The summarize stage on its own: fold what recall would fold now.
 
     Budget-driven, it folds toward ``budget_tokens`` (default: the thread's fold
-    budget), at most FOLDS_PER_TASK folds per call (see `settle`), and returns the last
+    budget), at most FOLDS_PER_TASK folds per call (`fold_while_due`), and returns the last
     summary written, or the decline.
     """
     config = RecallConfig.build(**overrides)
@@ -72,7 +73,8 @@ def fold(
         loaded = load_intact(thread, config, now, 0)
         return fold_loaded(thread, loaded.entries, config)
     room = context_room(budget_tokens or thread.effective_fold_budget(), config)
-    outcomes = settle(thread, config, room, get_summarizer(), now=now)
+    outcomes = fold_while_due(thread, config, room, get_summarizer(), now=now,
+                              max_folds=memory_settings.FOLDS_PER_TASK)
     folded = [outcome for outcome in outcomes if outcome.folded]
     if folded:
         return folded[-1]
