@@ -14,14 +14,14 @@ from agentmemory.folding.attempt import (
 )
 from agentmemory.folding.latches import latched
 from agentmemory.folding.reasons import DeclineReason
-from agentmemory.folding.span import Span, Tally
+from agentmemory.folding.span import Span, SpanTokens
 
 __all__ = [
     "DeclineReason",
     "Declined",
     "Draft",
     "Span",
-    "Tally",
+    "SpanTokens",
     "attempt_fold",
     "decline",
     "latched",

@@ -10,7 +10,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.db.models import Q
 
-from agentmemory.folding.span import Span, Tally
+from agentmemory.folding.span import Span, SpanTokens
 from agentmemory.models import FoldLatch, Thread
 
 
@@ -19,12 +19,12 @@ def latched(
 ) -> str | None:
     """The reason a fold of this span would be declined as latched, or None."""
     return latch_reason(
-        thread, purpose, span_key=span_key, start_key=start_key, tokens=Tally([span_tokens])
+        thread, purpose, span_key=span_key, start_key=start_key, tokens=SpanTokens([span_tokens])
     )
 
 
 def latch_reason(
-    thread: Thread, purpose: str, *, span_key: str, start_key: str, tokens: Tally
+    thread: Thread, purpose: str, *, span_key: str, start_key: str, tokens: SpanTokens
 ) -> str | None:
     """One query; ``tokens`` is counted only when a latch at the same start needs it."""
     match = Q(span_key=span_key)

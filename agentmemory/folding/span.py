@@ -10,7 +10,7 @@ from agentmemory.tokens import count_tokens
 from agentmemory.transcript import MessageLike, fact_text
 
 
-class Tally:
+class SpanTokens:
     """A span's tokens, counted only as far as a question needs: a window's messages are
     counted as they are read, and a long span that clearly outweighs its summary is not
     counted to the end."""
@@ -49,7 +49,7 @@ class Span:
     items: Sequence[MessageLike]
     key: str
     start_key: str
-    tokens: Tally
+    tokens: SpanTokens
     instruction: str
     label: Callable[[str], str]
     is_summary: Callable[[MessageLike], bool]

@@ -82,7 +82,7 @@ class OfflineSummarizer(BaseSummarizer):
 
 
 @dataclass
-class Span:
+class Reading:
     """What the summarizer read of a span's messages."""
 
     tokens: int = 0
@@ -102,11 +102,11 @@ class Span:
         self.recency_texts.append(text if recency is None else recency)
 
 
-def read_span(messages: Sequence[MessageLike], *, max_words: int) -> Span:
+def read_span(messages: Sequence[MessageLike], *, max_words: int) -> Reading:
     """What the summarizer takes from the messages themselves, never from their rendered
     text: a role, a tool call or an earlier summary is known from the message, so no
     content, tool name or argument can pass for one."""
-    span = Span(tokens=count_tokens("\n".join(map(render_message, messages))))
+    span = Reading(tokens=count_tokens("\n".join(map(render_message, messages))))
     for message in messages:
         if getattr(message, "is_summary", False):
             text = fact_text(message, is_summary=True)
@@ -136,7 +136,7 @@ def _tool_names(calls: Any) -> list[str]:
     return [name for name in names if _TOOL_NAME.fullmatch(name)]
 
 
-def _read_earlier_summary(span: Span, text: str) -> str:
+def _read_earlier_summary(span: Reading, text: str) -> str:
     """Carry an earlier summary's requests, tools and counts forward (its facts are read
     with everyone else's), and return its lines in the order their facts were said: the
     requests it lists are its newest, newer than most of its facts line."""
@@ -159,7 +159,7 @@ def _read_earlier_summary(span: Span, text: str) -> str:
     return "\n".join([*others, *requests])
 
 
-def _fit(span: Span, budget: int, *, max_lines: int) -> str:
+def _fit(span: Reading, budget: int, *, max_lines: int) -> str:
     """The summary within ``budget`` tokens, if its newest request and tools allow.
 
     The newest request and the tools are always shown; the facts they do not mention
@@ -188,7 +188,7 @@ def _fit(span: Span, budget: int, *, max_lines: int) -> str:
     return attempt(best)[0]
 
 
-def _recency(span: Span) -> dict[Fact, tuple[int, int]]:
+def _recency(span: Reading) -> dict[Fact, tuple[int, int]]:
     """Where each fact first appears: its message, then its place in the message (the
     extractor lists a message's facts by kind), so "newest" means said last.
 
@@ -203,7 +203,7 @@ def _recency(span: Span) -> dict[Fact, tuple[int, int]]:
 
 
 def _with_facts(
-    span: Span, order: dict[Fact, tuple[int, int]], asks: list[str], budget: int
+    span: Reading, order: dict[Fact, tuple[int, int]], asks: list[str], budget: int
 ) -> tuple[str, bool]:
     """The summary showing ``asks``, and as many of the newest unmentioned facts as fit;
     True when none had to be left out."""
@@ -233,7 +233,7 @@ def _with_facts(
     return render(low), False
 
 
-def _render(span: Span, asks: list[str], facts: list[str], facts_cut: int) -> str:
+def _render(span: Reading, asks: list[str], facts: list[str], facts_cut: int) -> str:
     lines = _request_lines(asks)
     if asks_left_out := span.asks_left_out + len(span.asks) - len(asks):
         lines.append(f"- and {asks_left_out} earlier requests")

@@ -19,7 +19,15 @@ from django.utils import timezone
 from agentmemory import __version__, signals
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import InvalidMessageError, ThreadGoneError
-from agentmemory.folding import Declined, DeclineReason, Draft, Span, Tally, attempt_fold, decline
+from agentmemory.folding import (
+    Declined,
+    DeclineReason,
+    Draft,
+    Span,
+    SpanTokens,
+    attempt_fold,
+    decline,
+)
 from agentmemory.messages import clean_message
 from agentmemory.models import (
     FoldedSpan,
@@ -129,7 +137,7 @@ def compact(
         key=key,
         # Where the span starts: a refused span backs off the longer spans starting there.
         start_key=span_fingerprint(selection.drop[:1]),
-        tokens=Tally(count_tokens(render_message(message)) for message in selection.drop),
+        tokens=SpanTokens(count_tokens(render_message(message)) for message in selection.drop),
         instruction=_instruction(),
         label=lambda model: frame_label(
             message_count=len(selection.drop),
