@@ -124,6 +124,11 @@ class Thread(models.Model):
         default=0, editable=False,
         help_text="Fold attempts in a row whose process died holding the lease.",
     )
+    fold_cooling = models.BooleanField(
+        default=False, editable=False,
+        help_text="The background fold ran out of retries: only the sweep sends it again, "
+        "once its queued mark has lapsed.",
+    )
     fold_parked_until = models.DateTimeField(
         null=True, blank=True, editable=False,
         help_text="A fold that died FOLD_MAX_DEATHS times waits for the sweep after this, "

@@ -12,9 +12,11 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.contrib import admin
 from django.utils import timezone
 
 from agentmemory import services, signals
+from agentmemory.admin import ThreadAdmin
 from agentmemory.folding import circuit as circuits
 from agentmemory.models import (
     CallOutcome,
@@ -221,6 +223,12 @@ def test_after_a_give_up_the_thread_cools_down_and_appends_respect_it(
         add_turns(thread, 1, start=number)
     assert len(openai_server.chat_requests) == 2, "an append started a chain while it cooled"
 
+    status = ThreadAdmin(Thread, admin.site).fold_status(Thread.objects.get(pk=thread.pk))
+    assert status == "gave up: the sweep retries it"
+    # Past the cool-down an append still sends nothing: the retry is the sweep's.
     Thread.objects.filter(pk=thread.pk).update(fold_queued_until=timezone.now())
-    assert services.sweep() == [thread.pk]  # the sweep sends it once the cool-down is over
+    add_turns(thread, 1, start=21)
+    assert len(openai_server.chat_requests) == 2, "an append sent the retry, not the sweep"
+    assert services.sweep() == [thread.pk]
     assert len(openai_server.chat_requests) == 4
+    assert Thread.objects.get(pk=thread.pk).fold_cooling  # it gave up again: cools again

@@ -133,6 +133,8 @@ class ThreadAdmin(PagesAdmin):
                     f"{obj.fold_deaths} deaths")  # fmt: skip
         if obj.fold_lease_owner and (obj.fold_lease_until or now) >= now:
             return "folding" + (f" ({obj.fold_deaths} deaths)" if obj.fold_deaths else "")
+        if obj.fold_cooling:
+            return "gave up: the sweep retries it"
         if obj.fold_queued_until is not None and obj.fold_queued_until >= now:
             return "queued"
         return "-"

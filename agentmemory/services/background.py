@@ -163,10 +163,13 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
     parked = Q(fold_parked_until__isnull=True)
     if by_sweep:
         parked |= Q(fold_parked_until__lte=now)
+    else:
+        parked &= Q(fold_cooling=False)  # a fold that gave up is the sweep's to retry
     claimed = (
         Thread.objects.without_fold_on_its_way(now)
         .filter(parked, pk=thread_id)
-        .update(fold_queued_until=now + timedelta(seconds=float(memory_settings.FOLD_LEASE)))
+        .update(fold_queued_until=now + timedelta(seconds=float(memory_settings.FOLD_LEASE)),
+                fold_cooling=False)
     )
     if not claimed:
         return fold_state(thread_id)
@@ -271,11 +274,11 @@ def fold_retry_pending(thread_id: int, countdown: float) -> None:
 
 def give_up_fold(thread_id: int, exc: BaseException) -> None:
     """The background fold ran out of retries: the thread cools down (its fold counts
-    as queued for CIRCUIT_BACKOFF seconds, so appends start no new chain; the sweep or
-    an append after it sends one); warn (once per process and summarizer) and send the
+    as queued for CIRCUIT_BACKOFF seconds, and after that only the sweep sends it, so
+    appends start no new chain); warn (once per process and summarizer) and send the
     decline signal."""
     cool = timezone.now() + timedelta(seconds=float(memory_settings.CIRCUIT_BACKOFF))
-    Thread.objects.filter(pk=thread_id).update(fold_queued_until=cool)
+    Thread.objects.filter(pk=thread_id).update(fold_queued_until=cool, fold_cooling=True)
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is not None:
         report_summarizer_failure(thread, get_summarizer(), exc)
@@ -283,6 +286,7 @@ def give_up_fold(thread_id: int, exc: BaseException) -> None:
 
 def unpark_fold(thread: Thread) -> FoldRequest:
     """A person's retry of a parked fold: forget its deaths and enqueue it now."""
-    Thread.objects.filter(pk=thread.pk).update(fold_parked_until=None, fold_deaths=0)
+    Thread.objects.filter(pk=thread.pk).update(fold_parked_until=None, fold_deaths=0,
+                                               fold_cooling=False)
     thread.fold_parked_until, thread.fold_deaths = None, 0
     return request_fold(thread.pk)
