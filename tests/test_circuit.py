@@ -232,3 +232,22 @@ def test_after_a_give_up_the_thread_cools_down_and_appends_respect_it(
     assert services.sweep() == [thread.pk]
     assert len(openai_server.chat_requests) == 4
     assert Thread.objects.get(pk=thread.pk).fold_cooling  # it gave up again: cools again
+
+
+def test_a_lapsed_circuit_admits_one_probe_and_the_others_still_see_it_open(
+    settings: Any, openai_summarizer_settings: dict[str, Any]
+) -> None:
+    """The probe is claimed by a conditional update on the back-off it read: whoever
+    comes after the claim finds the circuit open again, until the probe reports."""
+    settings.AGENTMEMORY = circuit_settings(openai_summarizer_settings)
+    summarizer = get_summarizer()
+    SummarizerCircuit.objects.create(
+        backend=summarizer.backend, model=summarizer.model, failures=FAILURES, openings=1,
+        open_until=timezone.now() - timedelta(seconds=1))
+
+    probe = circuits.admit(summarizer)
+    assert probe is not None and probe.probing
+    assert circuits.admit(summarizer) is None, "a second caller probed too"
+    assert circuits.is_open(summarizer)
+    circuits.succeeded(summarizer, probe)
+    assert circuits.admit(summarizer) == circuits.Circuit()

@@ -28,6 +28,7 @@ from django.utils import timezone
 from agentmemory import services, signals
 from agentmemory.admin import ThreadAdmin
 from agentmemory.exceptions import TransientSummarizerError
+from agentmemory.folding.lease import FoldState
 from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
 from agentmemory.services import appends as appends_module
 from agentmemory.services import background as background_module
@@ -214,6 +215,24 @@ def test_a_hung_broker_makes_one_append_of_a_process_wait_not_every_one_in_fligh
     assert len(warnings) == 1, warnings  # said once, by the send that failed
     # Nothing is marked queued: the sweep sends every one once the broker answers.
     assert not Thread.objects.filter(fold_queued_until__isnull=False).exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_sweep_whose_send_fails_leaves_a_fold_that_gave_up_to_the_sweep(
+    settings: Any,
+) -> None:
+    """The sweep's claim clears the give-up mark only for a send that was made: with the
+    broker refusing, the thread stays the sweep's to retry, not the next append's."""
+    probe = socket.create_server(("127.0.0.1", 0))
+    closed_port = probe.getsockname()[1]
+    probe.close()  # nothing listens there: the broker refuses
+    settings.AGENTMEMORY = background(BROKER_TIMEOUT=1.0)
+    thread = Thread.objects.create(title="gave up", fold_cooling=True)
+    with publishing_app(f"redis://127.0.0.1:{closed_port}/0"):
+        assert services.request_fold(thread.pk, by_sweep=True).state == FoldState.BROKER_DOWN
+        services.broker.reset()
+        assert services.request_fold(thread.pk).state != FoldState.QUEUED
+    assert Thread.objects.get(pk=thread.pk).fold_cooling
 
 
 # ---------------------------------------------------------------- item 3: one chain per thread

@@ -164,7 +164,9 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
     if by_sweep:
         parked |= Q(fold_parked_until__lte=now)
     else:
-        parked &= Q(fold_cooling=False)  # a fold that gave up is the sweep's to retry
+        parked &= Q(fold_cooling=False)
+    # Only the sweep may claim a fold that gave up (`give_up_fold`); it clears the mark.
+    cooling = by_sweep and Thread.objects.filter(pk=thread_id, fold_cooling=True).exists()
     claimed = (
         Thread.objects.without_fold_on_its_way(now)
         .filter(parked, pk=thread_id)
@@ -179,7 +181,8 @@ def request_fold(thread_id: int, *, by_sweep: bool = False) -> FoldRequest:
             float(memory_settings.BROKER_TIMEOUT), probe=by_sweep,
         )
     except Exception as exc:
-        Thread.objects.filter(pk=thread_id).update(fold_queued_until=None)
+        # Not sent: a fold that gave up stays the sweep's to retry.
+        Thread.objects.filter(pk=thread_id).update(fold_queued_until=None, fold_cooling=cooling)
         if isinstance(exc, BrokerBusyError):  # the send that failed has said so
             return FoldRequest(FoldState.BROKER_DOWN)
         logger.warning(
