@@ -11,7 +11,6 @@ variable is empty, W003 Django's body cap refuses a message the content limit al
 from __future__ import annotations
 
 import os
-import re
 from datetime import timedelta
 from importlib import import_module
 from typing import Any
@@ -21,6 +20,7 @@ from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from agentmemory.conf import DEFAULTS, SETTINGS_NAME, memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, MissingExtraError
 from agentmemory.extras import install_command, require
+from agentmemory.search.schema import checked_language
 from agentmemory.validators import (
     DECAY,
     FRACTION,
@@ -209,7 +209,9 @@ def _check_water_marks(error: Any) -> None:
 def _check_search(error: Any) -> None:
     """E015: the PostgreSQL text search configuration, written into SQL as a name."""
     language = memory_settings.SEARCH_LANGUAGE
-    if not isinstance(language, str) or not re.fullmatch(r"[a-z_]+", language):
+    try:
+        checked_language(language)
+    except ValueError:
         error("SEARCH_LANGUAGE", f"must be a text search configuration name, got "
               f"{language!r}.", "The default is 'english'; 'simple' does no stemming.", "E015")
 
@@ -302,7 +304,7 @@ def _check_body_cap(cap: int | None) -> list[CheckMessage]:
 def _check_trust(error: Any) -> None:
     """E013: receipts, the fact gate, the signing key, holding flagged, the quota."""
     get = memory_settings.__getattr__
-    for key in ("RECEIPTS", "HOLD_FLAGGED", "LEGACY_SIGNATURES"):
+    for key in ("RECEIPTS", "HOLD_FLAGGED"):
         if not isinstance(get(key), bool):
             error(key, f"must be True or False, got {get(key)!r}.", "", "E013")
     gate = get("FACT_GATE")

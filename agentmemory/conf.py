@@ -69,7 +69,7 @@ DEFAULTS: dict[str, Any] = {
     # tasks take their queue from the beat schedule (agentmemory.schedules).
     "FOLD_QUEUE": None,
     # search: PostgreSQL's text search configuration for the index and the queries (read
-    # by migration 0011 when it builds the index: see docs/settings.md to change it).
+    # by the initial migration when it builds the index: see docs/settings.md to change it).
     "SEARCH_LANGUAGE": "english",
     "FOLD_RETRY_MAX": 3,
     "FOLD_RETRY_BACKOFF": 2.0,
@@ -115,9 +115,6 @@ DEFAULTS: dict[str, Any] = {
     "RECEIPTS": False,
     "FACT_GATE": {"THRESHOLD": None, "ACTION": "decline"},
     "SIGNING_KEY": None,
-    # Accept version 1 signatures (unprefixed, covering fewer fields) until
-    # agentmemory_verify has re-signed every row; then set False (docs/security.md).
-    "LEGACY_SIGNATURES": True,
     "HOLD_FLAGGED": False,
     "DAILY_TOKEN_QUOTA": None,
     # tokens

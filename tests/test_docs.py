@@ -78,7 +78,6 @@ BAD_VALUES: dict[str, Any] = {
     "FACT_GATE": {"THRESHOLD": 2},
     "SIGNING_KEY": "too-short",
     "HOLD_FLAGGED": "yes",
-    "LEGACY_SIGNATURES": "yes",
     "DAILY_TOKEN_QUOTA": 0,
     "TOKEN_COUNTER": "agentmemory.tokens.NoSuchCounter",
     "TOKEN_ENCODING": "no_such_encoding",

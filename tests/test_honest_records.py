@@ -4,7 +4,7 @@
   provider code and type): never a key, a masked key echo or conversation text.
 - Log lines, Celery's retry line included, carry no provider text.
 - The signature covers everything recall or a reviewer trusts, coverage rows included;
-  version 1 signatures verify over their old fields and are re-signed.
+  a signature without its scheme vouches for nothing.
 - The quota reserves an estimate before each call: a day's spend passes the quota by at
   most the estimate error of the calls it admitted, and a call larger than the quota is
   never made.
@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import http.server
-import io
 import logging
 import threading
 import time
@@ -24,7 +23,6 @@ from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.management import call_command
 from django.db import connection
 from django.test import override_settings
 from django.utils import timezone
@@ -421,53 +419,26 @@ def test_any_change_to_a_signed_coverage_field_breaks_the_signature(
     assert signing.summary_is_intact(reload(summary)) is unchanged
 
 
-def legacy_signed(summary: MemoryEntry) -> MemoryEntry:
-    """The summary as an earlier release signed it: version 1, no prefix."""
-    legacy = signing._sign(signing._summary_payload_v1(summary, summary.coverage))
-    SummaryCoverage.objects.filter(pk=summary.pk).update(signature=legacy)
-    return reload(summary)
-
-
-def test_a_version_1_signature_verifies_over_its_fields_until_reissued(settings: Any) -> None:
-    summary = legacy_signed(folded_summary())
-    assert signing.is_legacy(summary.coverage.signature)
+def test_a_signature_without_its_scheme_vouches_for_nothing() -> None:
+    summary = folded_summary()
     assert signing.summary_is_intact(summary)
-    # It vouches for what it covered: the text...
-    MemoryEntry.objects.filter(pk=summary.pk).update(content=summary.content + " edited")
+    bare = summary.coverage.signature.removeprefix(f"{signing.SCHEME}:")
+    assert bare != summary.coverage.signature  # the right HMAC, without its scheme
+    SummaryCoverage.objects.filter(pk=summary.pk).update(signature=bare)
     assert not signing.summary_is_intact(reload(summary))
-    MemoryEntry.objects.filter(pk=summary.pk).update(content=summary.content)
-    # ...and nothing it did not: which is why it is re-signed as soon as possible.
-    SummaryCoverage.objects.filter(pk=summary.pk).update(injection_flags=["x"])
-    assert signing.summary_is_intact(reload(summary))
-    SummaryCoverage.objects.filter(pk=summary.pk).update(injection_flags=[])
-
-    out = io.StringIO()
-    call_command("agentmemory_verify", stdout=out)
-    assert "Re-signed 1 version 1 signatures as version 2." in out.getvalue()
-    upgraded = reload(summary)
-    assert not signing.is_legacy(upgraded.coverage.signature)
-    assert signing.summary_is_intact(upgraded)
-    SummaryCoverage.objects.filter(pk=summary.pk).update(injection_flags=["x"])
-    assert not signing.summary_is_intact(reload(summary))
-
-
-def test_legacy_signatures_off_means_a_version_1_signature_vouches_for_nothing(
-    settings: Any,
-) -> None:
-    summary = legacy_signed(folded_summary())
-    settings.AGENTMEMORY = {**COUNTS, "LEGACY_SIGNATURES": False}
-    assert not signing.summary_is_intact(summary)
     assert services.verify()["summaries"] == [summary.pk]
 
 
-def test_agentmemory_verify_never_re_signs_an_edited_version_1_row() -> None:
-    summary = legacy_signed(folded_summary())
+def test_agentmemory_verify_never_re_signs_an_edited_row() -> None:
+    summary = folded_summary()
+    signature = summary.coverage.signature
     MemoryEntry.objects.filter(pk=summary.pk).update(content="edited")
 
     found = services.verify()
 
     assert found["summaries"] == [summary.pk] and found["resigned_summaries"] == []
-    assert signing.is_legacy(reload(summary).coverage.signature)
+    assert reload(summary).coverage.signature == signature
+    assert reload(summary).retired_at is not None
 
 
 def test_review_re_signs_and_refuses_to_approve_an_edited_summary() -> None:
@@ -477,11 +448,6 @@ def test_review_re_signs_and_refuses_to_approve_an_edited_summary() -> None:
     reviewed = reload(first)
     assert reviewed.coverage.reviewed_by_id == user.pk
     assert signing.summary_is_intact(reviewed)  # the review is signed with it
-
-    second = legacy_signed(folded_summary())
-    SummaryCoverage.objects.filter(pk=second.pk).update(injection_flags=[])
-    assert services.review(reload(second), user, approve=True)  # a v1 row: re-signed as v2
-    assert not signing.is_legacy(reload(second).coverage.signature)
 
     third = folded_summary()
     MemoryEntry.objects.filter(pk=third.pk).update(content="edited by hand")

@@ -3,11 +3,8 @@ trust-and-cost modules under ``agentmemory.trust`` with their documented old pat
 
 from __future__ import annotations
 
-import importlib
 import re
 from pathlib import Path
-
-import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "agentmemory"
 
@@ -42,18 +39,3 @@ def test_the_pattern_finds_filters_of_each_kind() -> None:
     ]
     assert [len(STATE_FILTER.findall(line)) for line in lines] == [1, 1, 1, 2]
     assert STATE_FILTER.findall("row.retired_at is None and update(retired_at=now)") == []
-
-
-@pytest.mark.parametrize("old, new", [
-    ("agentmemory.receipts", "agentmemory.trust.receipts"),
-    ("agentmemory.quarantine", "agentmemory.trust.quarantine"),
-])
-def test_documented_old_paths_import_the_same_objects(old: str, new: str) -> None:
-    old_module, new_module = importlib.import_module(old), importlib.import_module(new)
-    public = [
-        name for name, value in vars(new_module).items()
-        if not name.startswith("_") and getattr(value, "__module__", None) == new
-    ]
-    assert public and sorted(old_module.__all__) == sorted(public)
-    for name in public:
-        assert getattr(old_module, name) is getattr(new_module, name)

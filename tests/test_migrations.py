@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.core.management import call_command
@@ -37,51 +38,64 @@ def test_the_schema_does_not_depend_on_settings() -> None:
     assert "No changes detected" in out.getvalue()
 
 
+def test_the_release_has_one_migration() -> None:
+    from pathlib import Path
+
+    import agentmemory.migrations
+
+    folder = Path(agentmemory.migrations.__file__).parent
+    assert sorted(path.name for path in folder.glob("0*.py")) == ["0001_initial.py"]
+
+
 @pytest.mark.django_db(transaction=True)
-def test_spans_made_before_span_derivation_are_linked_by_proof_or_marked_unknown() -> None:
-    """0004_span_derivation: a span that kept its messages is linked message by message
-    (to the entries that are that exact message, by digest otherwise); a discarded one
-    proves nothing, is marked unknown, and goes with the first erasure in its thread."""
+def test_the_migration_reverses_and_builds_the_search_index_again() -> None:
+    """Unapplied, it leaves none of its tables, triggers or columns; applied again, the
+    index works on the new rows."""
     from django.db import connection
-    from django.db.migrations.executor import MigrationExecutor
 
     from agentmemory import services
-    from agentmemory.models import FoldedSpan, MemoryEntry, SpanSource
+    from agentmemory.models import Thread
+    from agentmemory.search.index import FTS_TABLE
 
-    before = [("agentmemory", "0003_entry_order_by_id")]
-    executor = MigrationExecutor(connection)
-    latest = executor.loader.graph.leaf_nodes("agentmemory")
-    executor.migrate(before)
-    old = executor.loader.project_state(before).apps
-    thread, other = (old.get_model("agentmemory", "Thread").objects.create() for _ in "ab")
-    entries = old.get_model("agentmemory", "MemoryEntry").objects
-    secret = entries.create(thread=thread, role="user", content="my PIN is 4417", turn=1,
-                            position=1)
-    plain = entries.create(thread=thread, role="assistant", content="Noted.", turn=1,
-                           position=2)
-    spans = old.get_model("agentmemory", "FoldedSpan").objects
-    common = {"message_count": 2, "model": "old-model", "content": "[compacted conversation]"}
-    kept = spans.create(
-        thread=thread, fingerprint="k", span_fingerprint="k", retain="conversation",
-        messages=[{"role": "user", "content": "my PIN is 4417"},
-                  {"role": "assistant", "content": "never stored"}], **common,
-    )
-    discarded = spans.create(thread=thread, fingerprint="d", span_fingerprint="d",
-                             retain="discard", messages=None, **common)
-    elsewhere = spans.create(thread=other, fingerprint="e", span_fingerprint="e",
-                             retain="discard", messages=None, **common)
+    call_command("migrate", "agentmemory", "zero", verbosity=0)
+    left = [name for name in connection.introspection.table_names()
+            if name.startswith("agentmemory_")]
+    assert left == []
+    assert FTS_TABLE not in connection.introspection.table_names()
+    call_command("migrate", "agentmemory", verbosity=0)
 
-    executor = MigrationExecutor(connection)
-    executor.migrate(latest)
+    thread = Thread.objects.create()
+    [entry] = services.append(thread, {"role": "user",
+                                        "content": "the parcel ORD-4417 never came"})
+    assert [hit.entry_id for hit in services.search(thread, "parcel")] == [entry.pk]
 
-    rows = list(SpanSource.objects.filter(span_id=kept.pk).order_by("position"))
-    assert [(row.position, row.entry_id) for row in rows] == [(0, secret.pk), (1, None)]
-    assert len({row.digest for row in rows}) == 2
-    unknown = FoldedSpan.objects.filter(derivation_unknown=True).values_list("pk", flat=True)
-    assert sorted(unknown) == sorted([discarded.pk, elsewhere.pk])
 
-    services.erase_entry(MemoryEntry.objects.get(pk=plain.pk))
-    remaining = set(FoldedSpan.objects.values_list("pk", flat=True))
-    assert remaining == {kept.pk, elsewhere.pk}  # the unknown span of that thread went
-    services.erase_entry(MemoryEntry.objects.get(pk=secret.pk))
-    assert set(FoldedSpan.objects.values_list("pk", flat=True)) == {elsewhere.pk}
+@pytest.mark.django_db(transaction=True)
+def test_reindex_builds_the_index_again_over_every_entry(settings: Any) -> None:
+    """After SEARCH_LANGUAGE changes, agentmemory_reindex rebuilds the stored vectors with
+    it (PostgreSQL: 'simple' keeps the stop words 'english' drops); on SQLite it rebuilds
+    the FTS5 table from the rows."""
+    from django.db import connection
+
+    from agentmemory import services
+    from agentmemory.models import Thread
+    from agentmemory.search.schema import indexed_count
+
+    thread = Thread.objects.create()
+    entries = services.append(thread, [
+        {"role": "user", "content": text}
+        for text in ("to be or not to be", "the parcel ORD-4417 never came")])
+    before = [hit.entry_id for hit in services.search(thread, "parcel")]
+    settings.AGENTMEMORY = {"SEARCH_LANGUAGE": "simple"}
+    out = StringIO()
+    try:
+        call_command("agentmemory_reindex", stdout=out)
+
+        assert f"{indexed_count(connection)} entries are searchable" in out.getvalue()
+        assert indexed_count(connection) == 2
+        assert [hit.entry_id for hit in services.search(thread, "parcel")] == before
+        if connection.vendor == "postgresql":  # stop words are words under 'simple'
+            assert [hit.entry_id for hit in services.search(thread, "not")] == [entries[0].pk]
+    finally:  # the schema outlives the test: give the next ones the default language
+        settings.AGENTMEMORY = {}
+        call_command("agentmemory_reindex", stdout=StringIO())

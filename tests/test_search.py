@@ -1,7 +1,7 @@
 """Memory search and expand for the model (issue 23), on the database under test.
 
 Search finds originals by words and quoted phrases through the full-text index of
-migration 0011 (FTS5 on SQLite, a GIN index on PostgreSQL), only in the caller's
+the initial migration (FTS5 on SQLite, a GIN index on PostgreSQL), only in the caller's
 threads; erasure and expiry take entries out of it; hostile query text is a typed
 error. Expand pages a summary's direct sources within a budget without parting a
 tool call from its results.

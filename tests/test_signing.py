@@ -117,7 +117,7 @@ def test_every_summary_and_span_carries_a_signature_and_its_provenance(
     coverage = summary.coverage
     assert span is not None
     for record in (coverage, span):
-        assert re.fullmatch(r"v2:[0-9a-f]{64}", record.signature)
+        assert re.fullmatch(r"v1:[0-9a-f]{64}", record.signature)
         assert record.prompt_hash == hashlib.sha256(instruction.encode()).hexdigest()
         assert record.temperature == 0.0
         assert record.seed == 7

@@ -21,7 +21,7 @@ from agentmemory.models import MemoryEntry, SummaryCoverage, SummarySource, Thre
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import Loaded, load_context, load_oldest, load_visible
 from agentmemory.pipeline.summarize import latch_summaries
-from agentmemory.trust.signing import is_legacy, sources_by_summary, summary_is_intact
+from agentmemory.trust.signing import sources_by_summary, summary_is_intact
 
 logger = logging.getLogger("agentmemory")
 
@@ -56,8 +56,7 @@ def _checked(thread: Thread, now: datetime, load: Callable[[], Loaded]) -> Loade
     # The coverage rows every current signature covers: read with the load, or in one read.
     sources = loaded.sources
     if sources is None:
-        sources = sources_by_summary(
-            s for s in summaries if not is_legacy(s.coverage.signature))
+        sources = sources_by_summary(summaries)
     tampered = [s for s in summaries if not summary_is_intact(s, sources.get(s.pk))]
     if tampered:
         report_tampered(tampered)
@@ -123,8 +122,7 @@ def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
         stored = list(MemoryEntry.objects.filter(
             pk__in=[summary.pk for summary in found if summary.thread_id in locked],
         ).select_related("coverage", "thread"))
-        sources = sources_by_summary(
-            s for s in stored if not is_legacy(s.coverage.signature))
+        sources = sources_by_summary(stored)
         summaries = [s for s in stored if not summary_is_intact(s, sources.get(s.pk))]
         if not summaries:
             return

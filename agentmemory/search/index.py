@@ -4,13 +4,13 @@ What is indexed: messages (never summaries), except the results of the memory to
 themselves (`MEMORY_TOOL_NAMES`), so a search never finds its own earlier answers.
 
 * SQLite: an FTS5 table with external content (the entry table), kept in step by
-  triggers that migration ``0011_search_index`` creates, so every write path (append,
+  triggers that the initial migration creates, so every write path (append,
   erasure, expiry purge, a cascade from a deleted thread or user) updates it in the
   writing transaction. FTS5 keeps a deleted row's terms in older segments until they
   are merged, so erasure and purge call `forget_deleted` (FTS5's ``optimize``).
 * PostgreSQL: a stored generated column ``search_vector`` (``to_tsvector(language,
   words of content)``, `pg_text`, NULL for rows not indexed) with a GIN index,
-  created by migration ``0012_search_vector``; a deleted row takes it along. The
+  created by the initial migration; a deleted row takes it along. The
   language is ``SEARCH_LANGUAGE`` as it was when the migration ran.
 
 Both rank only the newest `RANKED_MATCHES` matches in scope, so a search's time does
@@ -149,7 +149,7 @@ def _postgres(query: SearchQuery, scope: Scope, limit: int, language: str) -> li
     words: list[Any] = [" ".join(term) for term in query.terms]
     scoped: list[Any] = [*words]
     where = _filters(scope, scoped)
-    # The stored vector (migration 0012) is ranked without being computed again; only
+    # The stored vector (the initial migration) is ranked without being computed again; only
     # the newest RANKED_MATCHES matches in scope are ranked, and only the rows kept get
     # a headline (it reads the whole text).
     sql = (

@@ -6,12 +6,10 @@ signatures valid while the old key is in SECRET_KEY_FALLBACKS; run ``manage.py
 agentmemory_verify --resign`` before dropping it. A dedicated SIGNING_KEY has no
 fallback: re-sign right after changing it.
 
-Signatures name their scheme (``v2:...``). Version 2 also covers the coverage rows
-(SummarySource), the fact score, missing facts, injection flags, the hold, the review
-and the expiry; a window span's also covers the digests of what it folded (SpanSource).
-A version 1 signature (no prefix, written before) still verifies over
-the fields it covered while AGENTMEMORY['LEGACY_SIGNATURES'] is True; the next write of
-the row and ``manage.py agentmemory_verify`` re-sign it under version 2.
+Signatures name their scheme (``v1:...``), so a later scheme can be told apart; one
+without it vouches for nothing. A summary's covers its coverage rows (SummarySource), the
+fact score, missing facts, injection flags, the hold, the review and the expiry; a
+window span's also covers the digests of what it folded (SpanSource).
 """
 
 from __future__ import annotations
@@ -58,23 +56,16 @@ def _matches(signature: str, payload: dict[str, Any]) -> bool:
     )
 
 
-#: The scheme new signatures are written under, named by their prefix. A signature
-#: without a prefix is version 1: it covers only the fields of `_summary_payload_v1` and
-#: `_span_payload_v1`, and verifies while AGENTMEMORY['LEGACY_SIGNATURES'] is True.
-SCHEME = "v2"
+#: The scheme signatures are written under, named by their prefix.
+SCHEME = "v1"
 _PREFIX = f"{SCHEME}:"
 
 
-def _legacy_matches(signature: str, payload: dict[str, Any]) -> bool:
-    return bool(memory_settings.LEGACY_SIGNATURES) and _matches(signature, payload)
+def _verifies(signature: str, payload: dict[str, Any]) -> bool:
+    return signature.startswith(_PREFIX) and _matches(signature.removeprefix(_PREFIX), payload)
 
 
-def is_legacy(signature: str) -> bool:
-    """Written before version 2: re-signed on the next write or by agentmemory_verify."""
-    return not signature.startswith(_PREFIX)
-
-
-def _summary_payload_v1(summary: MemoryEntry, coverage: SummaryCoverage) -> dict[str, Any]:
+def _summary_fields(summary: MemoryEntry, coverage: SummaryCoverage) -> dict[str, Any]:
     return {
         "thread": summary.thread_id,
         "key": summary.summary_key,
@@ -122,7 +113,7 @@ def summary_payload(
     for; the fact gate's score and the facts it found missing; the injection flags;
     whether it is held, and who reviewed it; when it expires."""
     return {
-        **_summary_payload_v1(summary, coverage),
+        **_summary_fields(summary, coverage),
         "scheme": SCHEME,
         "sources": sorted(sources),
         "level": coverage.level,
@@ -147,16 +138,13 @@ def sign_summary(
 
 def summary_is_intact(summary: MemoryEntry, sources: Sequence[int] | None = None) -> bool:
     """Whether the row still matches its signature (``sources``: as `sign_summary`)."""
-    coverage = summary.coverage
-    if is_legacy(coverage.signature):
-        return _legacy_matches(coverage.signature, _summary_payload_v1(summary, coverage))
     if sources is None:
         sources = summary_sources(summary)
-    payload = summary_payload(summary, coverage, sources)
-    return _matches(coverage.signature.removeprefix(_PREFIX), payload)
+    coverage = summary.coverage
+    return _verifies(coverage.signature, summary_payload(summary, coverage, sources))
 
 
-def _span_payload_v1(span: FoldedSpan) -> dict[str, Any]:
+def _span_fields(span: FoldedSpan) -> dict[str, Any]:
     return {
         "thread": span.thread_id,
         "fingerprint": span.fingerprint,
@@ -189,7 +177,7 @@ def span_payload(span: FoldedSpan, derivation: Sequence[str]) -> dict[str, Any]:
     it was made from (the digests of its SpanSource rows), the fact gate's score and
     missing facts, the injection flags, and its expiry."""
     return {
-        **_span_payload_v1(span),
+        **_span_fields(span),
         "scheme": SCHEME,
         "derivation": list(derivation),
         "fact_score": span.fact_score,
@@ -208,10 +196,7 @@ def sign_span(span: FoldedSpan, derivation: Sequence[str] | None = None) -> str:
 
 
 def span_is_intact(span: FoldedSpan) -> bool:
-    if is_legacy(span.signature):
-        return _legacy_matches(span.signature, _span_payload_v1(span))
-    payload = span_payload(span, span_derivation(span))
-    return _matches(span.signature.removeprefix(_PREFIX), payload)
+    return _verifies(span.signature, span_payload(span, span_derivation(span)))
 
 
 def _instant(value: datetime | None) -> str | None:

@@ -13,8 +13,7 @@ class Command(BaseCommand):
     help = (
         "Verify the signatures of all live summaries and folded spans. Tampered rows are "
         "reported, retired (summaries) or no longer returned (spans), and the command "
-        "exits non-zero. Intact rows under a version 1 signature are re-signed under the "
-        "current scheme. --resign signs every row anew after a key rotation."
+        "exits non-zero. --resign signs every row anew after a key rotation."
     )
 
     def add_arguments(self, parser: CommandParser) -> None:
@@ -35,7 +34,4 @@ class Command(BaseCommand):
                 f"{found['spans'] or 'none'}. Tampered summaries are retired and their "
                 "originals are recalled verbatim."
             )
-        upgraded = len(found["resigned_summaries"]) + len(found["resigned_spans"])
-        if upgraded:
-            self.stdout.write(f"Re-signed {upgraded} version 1 signatures as version 2.")
         self.stdout.write("All summaries and folded spans match their signatures.")

@@ -1,0 +1,96 @@
+"""The full-text index's tables, triggers and columns: what the initial migration creates
+and `rebuild` recreates after SEARCH_LANGUAGE changes. The models do not describe them.
+
+SQLite: an FTS5 table with external content (the entry table) and three triggers that
+keep it in step with every write. PostgreSQL: a stored generated tsvector column with a
+GIN index. Other databases: nothing (`services.search` then raises a clear error).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.db import transaction
+
+from agentmemory.search.index import FTS_TABLE, indexed_row, pg_text
+
+ENTRY_TABLE = "agentmemory_memoryentry"
+_FTS, _ENTRY = FTS_TABLE, ENTRY_TABLE
+
+_SQLITE_CREATE = [
+    f"CREATE VIRTUAL TABLE {_FTS} USING fts5(content, content='{_ENTRY}', content_rowid='id', "
+    "tokenize='porter unicode61 remove_diacritics 2')",
+    f"CREATE TRIGGER {_FTS}_insert AFTER INSERT ON {_ENTRY} WHEN {indexed_row('new')} BEGIN "
+    f"INSERT INTO {_FTS}(rowid, content) VALUES (new.id, new.content); END",
+    f"CREATE TRIGGER {_FTS}_delete AFTER DELETE ON {_ENTRY} WHEN {indexed_row('old')} BEGIN "
+    f"INSERT INTO {_FTS}({_FTS}, rowid, content) VALUES ('delete', old.id, old.content); END",
+    f"CREATE TRIGGER {_FTS}_update AFTER UPDATE OF content, kind, role, tool_name ON {_ENTRY} "
+    f"BEGIN INSERT INTO {_FTS}({_FTS}, rowid, content) SELECT 'delete', old.id, old.content "
+    f"WHERE {indexed_row('old')}; INSERT INTO {_FTS}(rowid, content) SELECT new.id, "
+    f"new.content WHERE {indexed_row('new')}; END",
+    # The rows already there (none when the migration runs, all of them on a rebuild).
+    f"INSERT INTO {_FTS}(rowid, content) SELECT id, content FROM {_ENTRY} e "
+    f"WHERE {indexed_row('e')}",
+]
+_SQLITE_DROP = [
+    f"DROP TRIGGER IF EXISTS {_FTS}_insert",
+    f"DROP TRIGGER IF EXISTS {_FTS}_delete",
+    f"DROP TRIGGER IF EXISTS {_FTS}_update",
+    f"DROP TABLE IF EXISTS {_FTS}",
+]
+_POSTGRESQL_DROP = [
+    "DROP INDEX IF EXISTS agentmemory_entry_search_vector",
+    f"ALTER TABLE {_ENTRY} DROP COLUMN IF EXISTS search_vector",
+]
+
+
+def checked_language(language: object) -> str:
+    """A text search configuration name, safe to write into SQL; ValueError otherwise."""
+    if not isinstance(language, str) or not re.fullmatch(r"[a-z_]+", language):
+        raise ValueError(f"AGENTMEMORY['SEARCH_LANGUAGE'] must be a text search "
+                         f"configuration name such as 'english', got {language!r}.")
+    return language
+
+
+def _postgresql_create(language: str) -> list[str]:
+    # Stored, so ranking reads the vector instead of computing it again for every match.
+    vector = f"to_tsvector('{checked_language(language)}'::regconfig, {pg_text()})"
+    return [
+        f"ALTER TABLE {_ENTRY} ADD COLUMN search_vector tsvector GENERATED ALWAYS AS "
+        f"(CASE WHEN {indexed_row(_ENTRY)} THEN {vector} END) STORED",
+        f"CREATE INDEX agentmemory_entry_search_vector ON {_ENTRY} USING GIN (search_vector) "
+        "WHERE search_vector IS NOT NULL",
+    ]
+
+
+def create_statements(vendor: str, language: str) -> list[str]:
+    """The statements that build the index on a database of ``vendor``."""
+    if vendor == "sqlite":
+        return list(_SQLITE_CREATE)
+    if vendor == "postgresql":
+        return _postgresql_create(language)
+    return []
+
+
+def drop_statements(vendor: str) -> list[str]:
+    """The statements that remove what `create_statements` built."""
+    return {"sqlite": _SQLITE_DROP, "postgresql": _POSTGRESQL_DROP}.get(vendor, [])
+
+
+def rebuild(connection: Any, language: str) -> int:
+    """Drop the index and build it again over every stored entry, in one transaction (the
+    entry table is locked meanwhile on PostgreSQL). Returns the statements run."""
+    statements = [*drop_statements(connection.vendor),
+                  *create_statements(connection.vendor, language)]
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        for statement in statements:
+            cursor.execute(statement)
+    return len(statements)
+
+
+def indexed_count(connection: Any) -> int:
+    """How many stored entries the index holds (those `indexed_row` admits)."""
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT count(*) FROM {_ENTRY} e WHERE {indexed_row('e')}")
+        return int(cursor.fetchone()[0])
