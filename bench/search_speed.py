@@ -8,8 +8,8 @@ One owner's threads (10,000 entries each) are written in batched inserts (COPY o
 PostgreSQL, ``executemany`` on SQLite; bench/folded.py's writer) from the seeded
 generator (bench/conversation.py) asked for as many turns as the entries need, so its
 order numbers stay unique: a rare word stays rare as the owner grows. The index is
-maintained as the app maintains it: on SQLite migration 0011's triggers fire on every
-insert; on PostgreSQL the GIN index is updated by every COPY. The owner grows from
+maintained as the app maintains it: on SQLite the initial migration's triggers fire on
+every insert; on PostgreSQL the GIN index is updated by every COPY. The owner grows from
 10,000 to 100,000 to 1,000,000 entries in one database, which is then ``ANALYZE``\\ d
 (PostgreSQL: ``VACUUM ANALYZE``, what autovacuum would do; it also moves the GIN
 index's pending list into the index) before each size is measured. Token counts are a
@@ -25,8 +25,8 @@ mix. The plan of the largest size's slowest query is the database's own (EXPLAIN
 PLAN; EXPLAIN ANALYZE on PostgreSQL).
 
 The index's cost: ``services.append`` of one message a call, on a database of 100,000
-entries with the index and with it dropped (migration 0011 reversed, then applied
-again: ``migrate agentmemory 0010`` and back), alternately, three rounds each; and the
+entries with the index and with it dropped (as the initial migration's reverse drops
+it), alternately, three rounds each; and the
 bytes the index takes (SQLite: the FTS5 tables' pages, by ``dbstat``; PostgreSQL:
 ``pg_relation_size`` of the GIN index) beside the database's.
 """
@@ -386,11 +386,12 @@ def measure_search(engine: str, pg_name: str, sizes: tuple[int, ...]) -> dict[st
 
 def build_append_database(engine: str, name: str, indexed: bool, rows: int) -> dict[str, Any]:
     """A database of ``rows`` entries (the index maintained on every insert), then, unless
-    ``indexed``, migration 0011 reversed (``migrate agentmemory 0010``: the FTS5 table and
-    its triggers, or the GIN index, dropped); SQLite's file then VACUUMed either way."""
-    from django.core.management import call_command
+    ``indexed``, the index dropped as the migration's reverse drops it
+    (`agentmemory.search.schema.drop_statements`: the FTS5 table and its triggers, or
+    the stored vectors and their GIN index); SQLite's file then VACUUMed either way."""
     from django.db import connection
 
+    from agentmemory.search.schema import drop_statements
     from bench.common import setup_django
 
     setup_django(engine, name, {}, migrate=True)
@@ -399,7 +400,9 @@ def build_append_database(engine: str, name: str, indexed: bool, rows: int) -> d
     owner.grow(rows)
     built = time.perf_counter() - began
     if not indexed:
-        call_command("migrate", "agentmemory", "0010", verbosity=0)
+        with connection.cursor() as cursor:
+            for statement in drop_statements(connection.vendor):
+                cursor.execute(statement)
     if connection.vendor == "sqlite":  # both files compacted alike, for their sizes
         with connection.cursor() as cursor:
             cursor.execute("VACUUM")
@@ -526,7 +529,7 @@ def section(results: dict[str, Any]) -> str:
 One owner's threads ({THREAD_ENTRIES:,} entries each) are written in batched inserts
 (COPY on PostgreSQL) from the seeded generator asked for as many turns as the entries
 need, so order numbers stay unique and a rare word stays rare; the index is maintained
-as the app maintains it (SQLite: migration 0011's triggers fire on every insert;
+as the app maintains it (SQLite: the initial migration's triggers fire on every insert;
 PostgreSQL: the GIN index is updated by every COPY). The owner grows from
 {int(sizes[0]):,} to {int(sizes[-1]):,} entries in one database, analyzed before each size
 (PostgreSQL: `VACUUM ANALYZE`) {"(SQLite on a memory-backed file)" if first.get(
@@ -648,11 +651,12 @@ def _appends_table(engines: dict[str, Any]) -> str:
 
 `services.append(thread, message)`, one message a call, {first["calls"]} calls a round on a
 new thread (after {first["calls"]} untimed ones), on two databases of {first["rows"]:,}
-entries built alike: one with the index, maintained on every insert; one where migration
-0011 was then reversed (`migrate agentmemory 0010`: the FTS5 table and its triggers,
-or the GIN index, dropped). Rounds alternate between them, {first["rounds"]} each, each
-round a fresh process; medians. SQLite's files are VACUUMed after building, both alike,
-so their sizes compare. The share is (with − without) ÷ with, of the wall time.
+entries built alike: one with the index, maintained on every insert; one where the index
+was then dropped as the initial migration's reverse drops it (the FTS5 table and its
+triggers, or the stored vectors and their GIN index). Rounds alternate between them,
+{first["rounds"]} each, each round a fresh process; medians. SQLite's files are VACUUMed
+after building, both alike, so their sizes compare. The share is (with − without) ÷ with,
+of the wall time.
 
 {table(["database", "wall ms / append, with / without", "index share (target ≤ "
         f"{TARGET_APPEND_SHARE:.0%})", "CPU ms / append, with / without",
