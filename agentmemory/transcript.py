@@ -189,6 +189,12 @@ def render_message(message: MessageLike) -> str:
     return f"{head}: {defuse(message.content)}"
 
 
+def entry_line(entry: MessageLike) -> str:
+    """How one stored entry reads in a recalled context (a summary as written, a message
+    as `render_message` shows it); its stored token count is of this text."""
+    return entry.content if getattr(entry, "is_summary", False) else render_message(entry)
+
+
 def render_transcript(messages: Sequence[MessageLike]) -> str:
     return "\n".join([TRANSCRIPT_OPEN, *map(render_message, messages), TRANSCRIPT_CLOSE])
 

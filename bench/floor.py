@@ -89,8 +89,8 @@ def seeded_messages() -> list[dict[str, Any]]:
     short messages, a tool call and its results every fifth turn; each counted once as
     ``append`` counts it."""
     from agentmemory.models import MemoryEntry
-    from agentmemory.pipeline.format import entry_line
     from agentmemory.tokens import count_tokens
+    from agentmemory.transcript import entry_line
 
     messages = conv.messages()
     end = max(i for i in range(SEEDED_CYCLE + 1) if messages[i]["role"] == "user")
@@ -109,8 +109,8 @@ def long_messages() -> list[dict[str, Any]]:
     """CYCLE plain messages of at least MESSAGE_TOKENS tokens, each counted once as
     ``append`` counts it: the seeded conversation's texts of one role, joined."""
     from agentmemory.models import MemoryEntry
-    from agentmemory.pipeline.format import entry_line
     from agentmemory.tokens import count_tokens
+    from agentmemory.transcript import entry_line
 
     texts = {role: [m["content"] for m in conv.messages() if m["role"] == role and
                     not m.get("tool_calls")] for role in ("user", "assistant")}

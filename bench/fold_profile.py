@@ -33,7 +33,7 @@ STAGES = {
     "scan the span for injections": "quarantine.py:message_flags",
     "plan the next fold": "plan.py:next_fold",
     "render the transcript": "transcript.py:render_transcript",
-    "write back": "summarize.py:_write_back",
+    "write back": "summaries.py:store_summary",
 }
 
 

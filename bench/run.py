@@ -173,8 +173,8 @@ def _counted_cycle() -> list[tuple[dict[str, Any], int]]:
     if not _CYCLE:
         from agentmemory.messages import clean_message
         from agentmemory.models import MemoryEntry
-        from agentmemory.pipeline.format import entry_line
         from agentmemory.tokens import count_tokens
+        from agentmemory.transcript import entry_line
 
         for index, message in enumerate(conv.messages()):
             cleaned = clean_message(message, index)

@@ -199,13 +199,13 @@ def bench_compact(size: int) -> list[Figure]:
 def bench_lookup(rows_wanted: int, samples: int) -> list[tuple[str, float, float, int]]:
     from agentmemory.models import FoldedSpan, Thread
     from agentmemory.trust.signing import sign_span
-    from agentmemory.window.compact import folded_span_for
     from agentmemory.window.frame import (
         frame_label,
         span_fingerprint,
         summary_fingerprint,
         summary_message_content,
     )
+    from agentmemory.window.lookup import folded_span_for
     from agentmemory.window.seams import WindowMessage
 
     per_thread = 100

@@ -11,9 +11,8 @@ from django.test import override_settings
 from agentmemory import services
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.models import EntryKind, MemoryEntry, Thread
-from agentmemory.pipeline.format import entry_line
 from agentmemory.tokens import count_tokens
-from agentmemory.transcript import render_message
+from agentmemory.transcript import entry_line, render_message
 from tests.helpers import add_turns, make_thread, user_text
 
 pytestmark = pytest.mark.django_db

@@ -42,10 +42,10 @@ from agentmemory.models import (
     Thread,
 )
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.intact import report_tampered
 from agentmemory.summarizers import get_summarizer
 from agentmemory.trust import ledger
 from agentmemory.trust.receipts import record_receipt
+from agentmemory.writes.tampering import report_tampered
 from tests.helpers import add_turns, recording_settings, turn_messages
 
 API = "/api/memory/"

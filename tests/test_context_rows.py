@@ -4,7 +4,7 @@ Over random threads (tool calls, summaries from inline folds, summaries held for
 or retired, entries expired, tiers mixed, text outside ASCII) and random filters, each
 read is compared field by field with the ORM reading the same rules: messages with
 `MemoryEntryQuerySet.visible`, summaries with `load._visible_rows` (their coverage row
-and their sources too), `rows.count_visible` with a sliced ``count()``, and
+and their sources too), `rows.count_visible_rows` with a sliced ``count()``, and
 `rows.read_oldest` with `load._visible_rows` read oldest first.
 """
 
@@ -112,7 +112,7 @@ def test_the_plain_sql_reads_what_the_querysets_say(
         values(s.coverage, coverage) for s in summaries]
     assert read.sources == sources_by_summary(summaries)
 
-    assert rows.count_visible(thread.pk, tiers, now, limit=count_limit) == (
+    assert rows.count_visible_rows(thread.pk, tiers, now, limit=count_limit) == (
         visible.order_by()[:count_limit].count())
 
     more = rows.more_messages(thread.pk, tiers, now, offset=offset, limit=limit)

@@ -37,7 +37,8 @@ from agentmemory.pipeline.load import load_visible
 from agentmemory.summarizers import testing
 from agentmemory.transcript import DEFAULT_INSTRUCTION
 from agentmemory.trust.signing import sign_span, sign_summary, span_is_intact, summary_is_intact
-from agentmemory.window.compact import compact, folded_span_for
+from agentmemory.window.compact import compact
+from agentmemory.window.lookup import folded_span_for
 from tests.helpers import (
     MODEL,
     PLAIN,

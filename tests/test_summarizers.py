@@ -30,8 +30,8 @@ from agentmemory.exceptions import (
     SummarizerError,
     TransientSummarizerError,
 )
+from agentmemory.folding import DeclineReason
 from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
-from agentmemory.pipeline.summarize import SUMMARIZER_FAILED
 from agentmemory.summarizers import get_summarizer, load_summarizer
 from agentmemory.summarizers.base import SummaryResult, build_prompt
 from agentmemory.summarizers.openai import OpenAISummarizer
@@ -513,7 +513,7 @@ def test_recall_with_a_failing_server_stays_verbatim(
 
     assert len(openai_server.requests) == 2  # one attempt per recall, no retry storm
     for outcome in (result, again):
-        assert outcome.decline == SUMMARIZER_FAILED
+        assert outcome.decline == DeclineReason.SUMMARIZER_FAILED
         assert outcome.folded_summary_id is None
         assert outcome.summaries_used == []
         assert outcome.messages and all(m.kind == EntryKind.MESSAGE for m in outcome.messages)

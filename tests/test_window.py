@@ -22,6 +22,7 @@ import agentmemory
 from agentmemory import signals
 from agentmemory.checks import check_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, InvalidMessageError
+from agentmemory.folding import DeclineReason
 from agentmemory.models import (
     CallOutcome,
     FoldedSpan,
@@ -41,22 +42,14 @@ from agentmemory.transcript import (
     TRANSCRIPT_OPEN,
     render_message,
 )
-from agentmemory.window.compact import (
-    NOT_SMALLER,
-    NOT_WORTH_A_CALL,
-    SUMMARIZER_FAILED,
-    Compaction,
-    compact,
-    expand_span,
-    folded_messages,
-    folded_span_for,
-)
+from agentmemory.window.compact import Compaction, compact
 from agentmemory.window.frame import (
     WINDOW_FRAME_PREFIX,
     frame_label,
     span_fingerprint,
     summary_fingerprint,
 )
+from agentmemory.window.lookup import expand_span, folded_messages, folded_span_for
 from agentmemory.window.seams import (
     Selection,
     SlidingWindow,
@@ -716,12 +709,12 @@ def test_not_worth_a_call_makes_no_call(thread: Thread):
         small = compact(thread, messages)
         fits = compact(thread, messages[:6])
     for result in (small, fits):
-        assert result.refusal == NOT_WORTH_A_CALL and result.span is None
+        assert result.refusal == DeclineReason.NOT_WORTH_A_CALL and result.span is None
     assert small.window == messages and fits.window == messages[:6]
     assert testing.calls == [] and nothing_written()
     (sent,) = declined  # only the window that had something to drop says so
-    assert (sent["reason"], sent["purpose"], sent["model"]) == (NOT_WORTH_A_CALL, "window-fold",
-                                                                MODEL)
+    assert (sent["reason"], sent["purpose"], sent["model"]) == (
+        DeclineReason.NOT_WORTH_A_CALL, "window-fold", MODEL)
 
     with override_settings(AGENTMEMORY=window_settings(max_messages=6, WINDOW_MIN_FOLD=5)):
         assert compact(thread, messages).span is not None  # exactly the minimum is enough
@@ -738,7 +731,7 @@ def test_a_failing_summarizer_leaves_the_window_unchanged(
         first = compact(thread, messages)
         second = compact(thread, messages)
     for result in (first, second):
-        assert result.refusal == SUMMARIZER_FAILED and result.span is None
+        assert result.refusal == DeclineReason.SUMMARIZER_FAILED and result.span is None
         assert result.window == messages
     assert len(testing.calls) == 2  # a failure is not latched: the next fold may work
     calls = ledger(thread)
@@ -767,12 +760,12 @@ def test_a_summary_that_is_not_smaller_is_latched(thread: Thread):
 
     windows = (messages, messages, agent_window(7), agent_window(11))
     for result, window in zip((first, again, grown, doubled), windows, strict=True):
-        assert result.refusal == NOT_SMALLER and result.span is None
+        assert result.refusal == DeclineReason.NOT_SMALLER and result.span is None
         assert result.window == window
     assert not FoldedSpan.objects.exists()
     latches = list(FoldLatch.objects.filter(thread=thread).order_by("id"))
     assert len(latches) == 2
-    assert latches[0].purpose == "window-fold" and latches[0].reason == NOT_SMALLER
+    assert latches[0].purpose == "window-fold" and latches[0].reason == DeclineReason.NOT_SMALLER
     assert latches[0].model == MODEL and latches[0].entry_count == 19
     dropped = messages[2:21]  # the head (system, request) and the newest 5 stay
     first_dropped = [WindowMessage.of(dropped[0])]
@@ -781,7 +774,7 @@ def test_a_summary_that_is_not_smaller_is_latched(thread: Thread):
     assert latches[1].span_tokens >= 2 * latches[0].span_tokens
     assert [c.outcome for c in ledger(thread)] == [CallOutcome.REFUSED_NOT_SMALLER] * 2
     assert [(d["reason"], d["latched"]) for d in declined] == [
-        (NOT_SMALLER, False), (NOT_SMALLER, True), (NOT_SMALLER, True), (NOT_SMALLER, False)
+        (DeclineReason.NOT_SMALLER, latched) for latched in (False, True, True, False)
     ]
 
 
@@ -998,7 +991,7 @@ def test_a_server_error_is_one_request_and_a_summarizer_failed_refusal(
     with override_settings(AGENTMEMORY=config):
         result = compact(thread, messages)
 
-    assert result.refusal == SUMMARIZER_FAILED and result.span is None
+    assert result.refusal == DeclineReason.SUMMARIZER_FAILED and result.span is None
     assert result.window == messages
     (request,) = openai_server.requests  # one attempt: no retries in the run's path
     assert request.headers.get("x-stainless-retry-count", "0") == "0"

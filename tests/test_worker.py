@@ -30,8 +30,8 @@ from django.conf import settings
 from django.db import connection, connections
 
 from agentmemory import services
+from agentmemory.folding import DeclineReason
 from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
-from agentmemory.pipeline.summarize import SUMMARIZER_FAILED
 from agentmemory.transcript import SUMMARY_LABEL_PREFIX
 from tests.conftest import SEED_COUNTS, require_service
 from tests.openai_server import TEST_API_KEY, Delay, Failure, OpenAIServer, summarizer_settings
@@ -709,7 +709,8 @@ def test_a_failing_summarizer_retries_boundedly_then_declines(
     append_messages(thread, range(1, 21))
     assert len(broker.published) == 1
     result = broker.result(broker.published[0], timeout=60)
-    assert result == {"thread_id": thread.pk, "folded": [], "declined": [SUMMARIZER_FAILED]}
+    assert result == {"thread_id": thread.pk, "folded": [],
+                      "declined": [DeclineReason.SUMMARIZER_FAILED]}
 
     ledger = SummarizerCall.objects.filter(thread=thread).order_by("attempt")
     assert list(ledger.values_list("attempt", "outcome", "error_class")) == [
@@ -799,7 +800,7 @@ def test_appends_during_a_provider_outage_start_one_retry_chain(
         assert services.fold_due(thread)
     assert len(openai_server.chat_requests) < attempts, "the chain ended before the appends"
     result = broker.result(broker.published[0], timeout=60)
-    assert result["declined"] == [SUMMARIZER_FAILED]
+    assert result["declined"] == [DeclineReason.SUMMARIZER_FAILED]
     assert len(broker.published) == 1, "an append started a second retry chain"
     assert len(openai_server.chat_requests) == attempts
 

@@ -25,7 +25,7 @@ from agentmemory.admin.text import (
 )
 from agentmemory.models import FoldedSpan
 from agentmemory.permissions import REFUSAL
-from agentmemory.window.compact import expand_span
+from agentmemory.window.lookup import expand_span
 
 
 @admin.register(FoldedSpan)

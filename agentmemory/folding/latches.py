@@ -7,6 +7,9 @@ grows by a turn at a time would otherwise pay for one refused call per turn.
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Iterable
+
 from django.db import transaction
 from django.db.models import Q
 
@@ -61,3 +64,9 @@ def latch_refusal(thread: Thread, span: Span, reason: str, model: str) -> None:
                 "span_tokens": span.tokens.total,
             },
         )
+
+
+def span_key_of(ids: Iterable[int]) -> str:
+    """The latch key: the span's exact entry ids, in thread order. A grown span is a
+    new key (it still backs off by its start: `FoldPlan.start_key`)."""
+    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()

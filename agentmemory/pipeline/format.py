@@ -7,12 +7,7 @@ import itertools
 from agentmemory.models import MemoryEntry
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.tokens import count_fixed, line_break_cost
-from agentmemory.transcript import render_message
-
-
-def entry_line(entry: MemoryEntry) -> str:
-    """How one entry reads in the context; its stored token count is of this text."""
-    return entry.content if entry.is_summary else render_message(entry)
+from agentmemory.transcript import entry_line
 
 
 def format_context(entries: list[MemoryEntry], config: RecallConfig) -> str:

@@ -9,19 +9,15 @@ so what it hid comes back verbatim in the very call that found it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from datetime import datetime
 
-from django.db import transaction
-from django.utils import timezone
-
-from agentmemory import signals
-from agentmemory.folding import DeclineReason
-from agentmemory.models import MemoryEntry, SummaryCoverage, SummarySource, Thread
+from agentmemory.models import Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import Loaded, load_context, load_oldest, load_visible
-from agentmemory.pipeline.summarize import latch_summaries
 from agentmemory.trust.signing import sources_by_summary, summary_is_intact
+from agentmemory.writes.retire import retire_expired
+from agentmemory.writes.tampering import report_tampered
 
 logger = logging.getLogger("agentmemory")
 
@@ -67,79 +63,3 @@ def _checked(thread: Thread, now: datetime, load: Callable[[], Loaded]) -> Loade
     return loaded
 
 
-def retire_expired(thread: Thread, now: datetime) -> int:
-    """Retire the thread's live summaries past their expiry (law 7): what they stood
-    for and still lives is recalled verbatim, and folded again when the room needs it."""
-    ids = list(
-        MemoryEntry.objects.filter(thread=thread).summaries().expired(now).unretired()
-        .values_list("pk", flat=True)
-    )
-    return retire(ids, now=now) if ids else 0
-
-
-def retire(summary_ids: Iterable[int], *, now: datetime | None = None) -> int:
-    """Retire summaries: never recalled again, covering nothing, still readable."""
-    ids = list(summary_ids)
-    with transaction.atomic():
-        Thread.objects.lock_many(
-            MemoryEntry.objects.filter(pk__in=ids).values_list("thread_id", flat=True)
-        )
-        count = MemoryEntry.objects.filter(pk__in=ids).unretired().update(
-            retired_at=now or timezone.now()
-        )
-        MemoryEntry.objects.filter(covered_by__in=ids).update(covered_by=None)
-    return count
-
-
-def derived_summaries(entries: Iterable[MemoryEntry]) -> list[int]:
-    """Ids of every summary built on ``entries``, live or retired, up through nesting."""
-    return derived_summary_ids(entry.pk for entry in entries)
-
-
-def derived_summary_ids(entry_ids: Iterable[int]) -> list[int]:
-    found: list[int] = []
-    frontier = set(entry_ids)
-    while frontier:
-        frontier = set(
-            SummarySource.objects.filter(entry_id__in=frontier).values_list(
-                "summary_id", flat=True
-            )
-        ) - set(found)
-        found.extend(frontier)
-    return found
-
-
-def report_tampered(summaries: Iterable[MemoryEntry]) -> None:
-    """Summaries whose row no longer matches its signature: mark, retire, announce.
-
-    Each is checked again under its thread's lock, as stored then: one that a concurrent
-    erasure removed (its thread, or an original and everything built on it) between the
-    read that found it and here was not edited, and is neither reported nor written."""
-    found = list(summaries)
-    now = timezone.now()
-    with transaction.atomic():
-        locked = set(Thread.objects.lock_many(summary.thread_id for summary in found))
-        stored = list(MemoryEntry.objects.filter(
-            pk__in=[summary.pk for summary in found if summary.thread_id in locked],
-        ).select_related("coverage", "thread"))
-        sources = sources_by_summary(stored)
-        summaries = [s for s in stored if not summary_is_intact(s, sources.get(s.pk))]
-        if not summaries:
-            return
-        SummaryCoverage.objects.filter(summary__in=summaries).update(tampered_at=now)
-        # A summary folded from an edited one may carry its text: like unfold, retire it
-        # too, so the originals come back verbatim once rather than beside it; and latch
-        # the spans, so they are not folded again straight away.
-        ids = [*(summary.pk for summary in summaries), *derived_summaries(summaries)]
-        latch_summaries(ids, DeclineReason.TAMPERED)
-        retire(ids, now=now)
-    for summary in summaries:
-        logger.warning(
-            "agentmemory: summary %s of thread %s does not match its signature; it is "
-            "retired and its originals are recalled verbatim.",
-            summary.pk,
-            summary.thread_id,
-        )
-        signals.summary_tampered.send(
-            sender=MemoryEntry, thread=summary.thread, summary=summary, span=None
-        )

@@ -124,8 +124,9 @@ OMITTED_COUNT_LIMIT = 1_000
 
 def count_visible(thread: Thread, config: RecallConfig, now: datetime, *, limit: int) -> int:
     """How many entries of the thread recall may load (`MemoryEntryQuerySet.visible`),
-    counted up to ``limit``: the database stops reading there (`context_rows.count_visible`)."""
-    return context_rows.count_visible(thread.pk, config.tiers, now, limit=limit)
+    counted up to ``limit``: the database stops reading there
+    (`context_rows.count_visible_rows`)."""
+    return context_rows.count_visible_rows(thread.pk, config.tiers, now, limit=limit)
 
 
 def tally_visible(

@@ -115,7 +115,6 @@ class RecallResult:
 
 
 #: An inline recall found another fold of the thread running and waited it out in vain.
-FOLD_IN_PROGRESS = DeclineReason.FOLD_IN_PROGRESS
 
 
 #: A background recall left history out, and a fold for its room is on its way.
@@ -127,7 +126,7 @@ FOLD_PENDING = "fold-pending"
 RoomFollower = Callable[..., "str | None"]
 
 
-def recall(
+def recall_context(
     thread: Thread,
     budget_tokens: int,
     *,
@@ -294,8 +293,8 @@ def _under_lease(thread: Thread, fold: Callable[[], list[FoldOutcome]]) -> list[
     deadline = time.monotonic() + float(memory_settings.INLINE_FOLD_WAIT)
     while not take_fold_lease(thread.pk, owner):
         if time.monotonic() >= deadline or fold_state(thread.pk).state == FoldState.PARKED:
-            decline(thread, summarizer, FoldPurpose.RECALL_FOLD, FOLD_IN_PROGRESS)
-            return [FoldOutcome(summary=None, decline=FOLD_IN_PROGRESS)]
+            decline(thread, summarizer, FoldPurpose.RECALL_FOLD, DeclineReason.FOLD_IN_PROGRESS)
+            return [FoldOutcome(summary=None, decline=DeclineReason.FOLD_IN_PROGRESS)]
         time.sleep(0.05)
     with held_lease(thread.pk, owner):
         return fold()

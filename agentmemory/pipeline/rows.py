@@ -84,7 +84,7 @@ def more_messages(
         return shape.messages(cursor.fetchall(), connection)
 
 
-def count_visible(
+def count_visible_rows(
     thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int
 ) -> int:
     """The thread's visible entries (`MemoryEntryQuerySet.visible`), counted up to

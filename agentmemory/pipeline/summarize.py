@@ -8,34 +8,23 @@ two concurrent folds of one span leave one summary.
 
 from __future__ import annotations
 
-import hashlib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
-from django.db import IntegrityError, transaction
-from django.utils import timezone
-
-from agentmemory import __version__
-from agentmemory.conf import memory_settings
 from agentmemory.folding import (
     Declined,
     DeclineReason,
-    Draft,
     Span,
     SpanTokens,
     attempt_fold,
     decline,
     report_failure,
 )
+from agentmemory.folding.latches import span_key_of
 from agentmemory.models import (
-    EntryKind,
-    FoldLatch,
     FoldPurpose,
     MemoryEntry,
     Role,
-    SummaryCoverage,
-    SummarySource,
     Thread,
     summary_key,
 )
@@ -43,10 +32,7 @@ from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.turns import turn_starts
 from agentmemory.summarizers.base import BaseSummarizer
 from agentmemory.transcript import MessageLike, summary_label
-from agentmemory.trust.signing import sign_summary
-
-#: Kept for imports written before `DeclineReason`.
-SUMMARIZER_FAILED = DeclineReason.SUMMARIZER_FAILED
+from agentmemory.writes.summaries import store_summary
 
 
 @dataclass(frozen=True)
@@ -120,33 +106,6 @@ class FoldOutcome:
     @property
     def folded(self) -> bool:
         return self.summary is not None
-
-
-def span_key_of(ids: Iterable[int]) -> str:
-    """The latch key: the span's exact entry ids, in thread order. A grown span is a
-    new key (it still backs off by its start: `FoldPlan.start_key`)."""
-    return hashlib.sha256(",".join(map(str, ids)).encode()).hexdigest()
-
-
-def latch_summaries(summary_ids: Iterable[int], reason: str) -> None:
-    """Latch the spans of these summaries, so the same spans are not folded again.
-
-    Unfolding and a detected edit both promise originals recalled verbatim; without
-    the latch, the very next recall would fold the same span again and pay for it.
-    """
-    sources = SummarySource.objects.filter(summary_id__in=list(summary_ids)).order_by(
-        "summary_id", "entry__position", "entry_id"
-    ).values_list("summary_id", "entry_id", "summary__thread_id", "summary__coverage__model")
-    spans: dict[int, tuple[int, str, list[int]]] = {}
-    for summary_id, entry_id, thread_id, model in sources:
-        spans.setdefault(summary_id, (thread_id, model, []))[2].append(entry_id)
-    for thread_id, model, ids in spans.values():
-        FoldLatch.objects.get_or_create(
-            thread_id=thread_id,
-            purpose=FoldPurpose.RECALL_FOLD,
-            span_key=span_key_of(ids),
-            defaults={"reason": reason, "entry_count": len(ids), "model": model},
-        )
 
 
 def _first_turn(entry: MemoryEntry) -> int:
@@ -267,7 +226,7 @@ def fold_span(
     if isinstance(draft, Declined):
         return FoldOutcome(summary=None, decline=draft.reason)
     version = len(versions) + 1 + (replacing is not None)
-    summary = _write_back(plan, config, draft, version, replacing=replacing)
+    summary = store_summary(plan, config, draft, version, replacing=replacing)
     if summary is None:
         # Another worker folded this span first; its summary is the one that counts.
         return FoldOutcome(summary=None, decline=draft.decline(DeclineReason.ALREADY_FOLDED).reason)
@@ -299,122 +258,6 @@ def _span_of(plan: FoldPlan, config: RecallConfig) -> Span:
 
 def _is_summary(entry: MessageLike) -> bool:
     return isinstance(entry, MemoryEntry) and entry.is_summary
-
-
-def _write_back(
-    plan: FoldPlan,
-    config: RecallConfig,
-    draft: Draft,
-    version: int,
-    *,
-    replacing: MemoryEntry | None = None,
-) -> MemoryEntry | None:
-    thread, summarizer, result = draft.thread, draft.summarizer, draft.result
-    ids = [entry.pk for entry in plan.span]
-    newest = plan.span[-1]
-    # Law 7: a summary goes when the first thing it stands for goes (nested summaries
-    # already carry their own earliest expiry), and never lives forever when one does not.
-    expires_at: datetime | None = min(
-        (entry.expires_at for entry in plan.span if entry.expires_at is not None), default=None
-    )
-    held = bool(draft.flags) and memory_settings.HOLD_FLAGGED
-    try:
-        with transaction.atomic():
-            # The one lock order (`ThreadQuerySet.lock`): an erasure either finished
-            # before (seen here, or by the claim below) or waits for this commit.
-            if not Thread.objects.lock(thread.pk):
-                raise _SpanChanged
-            if replacing is not None:
-                # Retired first: the live summary key is unique.
-                if not MemoryEntry.objects.filter(pk=replacing.pk).unretired().uncovered().update(
-                    retired_at=timezone.now()
-                ):
-                    raise _SpanChanged
-                MemoryEntry.objects.filter(covered_by=replacing).update(covered_by=None)
-            summary = MemoryEntry.objects.create(
-                thread=thread,
-                kind=EntryKind.SUMMARY,
-                role=Role.SYSTEM,
-                content=draft.content,
-                turn=plan.to_turn,
-                position=newest.position,
-                tier=config.summary_tier,
-                token_count=draft.tokens,
-                created_at=max(entry.created_at for entry in plan.span),
-                expires_at=expires_at,
-                summary_key=plan.key,
-                held_at=timezone.now() if held else None,
-            )
-            sources = ids
-            if held and MemoryEntry.objects.filter(pk__in=ids).count() != len(ids):
-                raise _SpanChanged  # a held summary claims nothing: check its span stands
-            if not held:
-                direct = [pk for pk in ids if pk not in plan.absorbed]
-                claimed = MemoryEntry.objects.filter(
-                    pk__in=direct, covered_by__isnull=True
-                ).update(covered_by=summary)
-                if claimed != len(direct):
-                    raise _SpanChanged
-                if plan.absorbed:
-                    sources = [*direct, *_absorb(plan.absorbed, summary)]
-            SummarySource.objects.bulk_create(
-                SummarySource(summary=summary, entry_id=pk) for pk in sources
-            )
-            coverage = SummaryCoverage(
-                summary=summary,
-                from_turn=plan.from_turn,
-                to_turn=plan.to_turn,
-                entry_count=len(ids),
-                span_tokens=plan.span_tokens,
-                original_tokens=sum(
-                    e.coverage.original_tokens if e.is_summary else e.token_count
-                    for e in plan.span
-                ),
-                message_count=plan.message_count,
-                model=summarizer.model,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                level=plan.level,
-                version=version,
-                prompt_hash=draft.prompt_hash,
-                temperature=summarizer.temperature,
-                seed=summarizer.seed,
-                library_version=__version__,
-                fact_score=draft.fact_score,
-                missing_facts=draft.missing_facts,
-                injection_flags=draft.flags,
-            )
-            coverage.signature = sign_summary(summary, coverage, sources)
-            coverage.save(force_insert=True)
-            summary.coverage = coverage
-            draft.record_folded(summary)
-    except (IntegrityError, _SpanChanged) as exc:
-        draft.record_lost(exc)
-        return None
-    except BaseException as exc:  # the fold is retried; this call's row says it was paid
-        draft.record_unstored(exc)
-        raise
-    return summary
-
-
-def _absorb(absorbed: tuple[int, ...], summary: MemoryEntry) -> list[int]:
-    """Hand what the absorbed summaries cover to ``summary`` and retire them; returns the
-    ids handed over. The summary's text was written from theirs, so it stands for the
-    same originals."""
-    children = list(
-        MemoryEntry.objects.filter(covered_by__in=absorbed).values_list("pk", flat=True)
-    )
-    MemoryEntry.objects.filter(pk__in=children).update(covered_by=summary)
-    retired = MemoryEntry.objects.filter(pk__in=absorbed).unretired().uncovered().update(
-        retired_at=timezone.now(), covered_by=None
-    )
-    if retired != len(absorbed):
-        raise _SpanChanged
-    return children
-
-
-class _SpanChanged(Exception):
-    """Some entry of the span was covered or erased while the summarizer ran."""
 
 
 def report_summarizer_failure(

@@ -42,7 +42,6 @@ from agentmemory.services.background import (
 )
 from agentmemory.services.integrity import report_tampered, report_tampered_span, verify
 from agentmemory.services.recalls import (
-    FOLD_IN_PROGRESS,
     FoldOutcome,
     RecalledMessage,
     RecallResult,
@@ -73,9 +72,6 @@ from agentmemory.services.search import (
     search,
 )
 from agentmemory.services.summaries import (
-    NOT_REGENERABLE,
-    TAMPERED,
-    UNFOLDED,
     derived_summaries,
     derived_summary_ids,
     expand,
@@ -86,24 +82,14 @@ from agentmemory.services.summaries import (
     unfold,
 )
 from agentmemory.services.threads import thread_fold_budget, thread_ttl, thread_write_tier
-from agentmemory.window.compact import (
-    Compaction,
-    compact,
-    entry_digest,
-    expand_span,
-    folded_messages,
-    folded_span_for,
-)
+from agentmemory.window.compact import Compaction, compact, entry_digest
+from agentmemory.window.lookup import expand_span, folded_messages, folded_span_for
 
 __all__ = [
     "BROKER_BACKOFF_SECONDS",
     "EVERY_THREAD",
-    "FOLD_IN_PROGRESS",
     "MAX_SEARCH_LIMIT",
     "MIN_EXPAND_BUDGET",
-    "NOT_REGENERABLE",
-    "TAMPERED",
-    "UNFOLDED",
     "BrokerBackoff",
     "Compaction",
     "Expansion",

@@ -13,10 +13,10 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import MessageConflictError, ThreadGoneError
 from agentmemory.messages import check_tool_call_ids, clean_message
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
-from agentmemory.pipeline.format import entry_line
 from agentmemory.services.background import fold_if_due
 from agentmemory.statements import Insert, Statement, Update
 from agentmemory.tokens import count_tokens
+from agentmemory.transcript import entry_line
 
 # Every append runs these two: their SQL is built once (`agentmemory.statements`).
 _LOCK_COUNTERS = Statement(

@@ -5,14 +5,13 @@ from __future__ import annotations
 from django.utils import timezone
 
 from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage
-from agentmemory.pipeline.intact import report_tampered
 from agentmemory.trust.signing import (
     sign_span,
     sign_summary,
     span_is_intact,
     summary_is_intact,
 )
-from agentmemory.window.compact import report_tampered_span
+from agentmemory.writes.tampering import report_tampered, report_tampered_span
 
 __all__ = ["report_tampered", "report_tampered_span", "verify"]
 

@@ -13,22 +13,21 @@ from agentmemory.conf import memory_settings
 from agentmemory.models import Thread
 from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.intact import load_intact, retire_expired
+from agentmemory.pipeline.intact import load_intact
 from agentmemory.pipeline.recall import (
-    FOLD_IN_PROGRESS,
     FOLD_PENDING,
     RecalledMessage,
     RecallResult,
     fold_loaded,
     fold_while_due,
+    recall_context,
 )
-from agentmemory.pipeline.recall import recall as recall_context
 from agentmemory.pipeline.summarize import FoldOutcome
 from agentmemory.services.background import fold_for_room
 from agentmemory.summarizers import get_summarizer
+from agentmemory.writes.retire import retire_expired
 
 __all__ = [
-    "FOLD_IN_PROGRESS",
     "FOLD_PENDING",
     "FoldOutcome",
     "RecallResult",
@@ -44,7 +43,7 @@ __all__ = [
 def recall(
     thread: Thread, budget_tokens: int, *, now: datetime | None = None, **overrides: Any
 ) -> RecallResult:
-    """The thread's context within ``budget_tokens`` (`agentmemory.pipeline.recall.recall`).
+    """The thread's context within ``budget_tokens`` (`agentmemory.pipeline.recall.recall_context`).
 
     In background mode the thread's fold room follows its recalls: a budget smaller than
     any before becomes the room its background folds keep it within (unless

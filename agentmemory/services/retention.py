@@ -17,9 +17,9 @@ from django.utils import timezone
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, SpanSource, Thread
-from agentmemory.pipeline.intact import derived_summary_ids
 from agentmemory.search.index import forget_deleted
 from agentmemory.window.compact import entry_digest
+from agentmemory.writes.retire import derived_summary_ids
 
 
 def erase_entry(entry: MemoryEntry) -> None:

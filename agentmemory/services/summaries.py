@@ -11,26 +11,23 @@ from agentmemory.exceptions import NotASummaryError, ThreadGoneError
 from agentmemory.folding import DeclineReason
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.intact import (
-    derived_summaries,
-    derived_summary_ids,
-    report_tampered,
-    retire,
-)
 from agentmemory.pipeline.summarize import (
     FoldOutcome,
     decline_not_worth_a_call,
     fold_span,
-    latch_summaries,
     plan_span,
 )
 from agentmemory.summarizers import get_summarizer
 from agentmemory.trust.signing import sign_summary, summary_is_intact
+from agentmemory.writes.retire import (
+    derived_summaries,
+    derived_summary_ids,
+    latch_summaries,
+    retire,
+)
+from agentmemory.writes.tampering import report_tampered
 
 __all__ = [
-    "NOT_REGENERABLE",
-    "TAMPERED",
-    "UNFOLDED",
     "derived_summaries",
     "derived_summary_ids",
     "expand",
@@ -41,9 +38,6 @@ __all__ = [
     "unfold",
 ]
 
-UNFOLDED = DeclineReason.UNFOLDED
-TAMPERED = DeclineReason.TAMPERED
-NOT_REGENERABLE = DeclineReason.NOT_REGENERABLE
 
 
 def _require_summary(summary: MemoryEntry) -> None:
@@ -88,7 +82,7 @@ def unfold(summary: MemoryEntry) -> int:
             raise ThreadGoneError(f"Thread {summary.thread_id} was erased.")
         ids = [summary.pk, *derived_summaries([summary])]
         # The same spans are latched: the next recall is verbatim, not a paid refold.
-        latch_summaries(ids, UNFOLDED)
+        latch_summaries(ids, DeclineReason.UNFOLDED)
         return retire(ids)
 
 
@@ -102,12 +96,12 @@ def regenerate(summary: MemoryEntry, **overrides: Any) -> FoldOutcome:
     _require_summary(summary)
     summarizer = get_summarizer()
     if summary.retired_at is not None or summary.covered_by_id is not None:
-        return FoldOutcome(summary=None, decline=NOT_REGENERABLE)
+        return FoldOutcome(summary=None, decline=DeclineReason.NOT_REGENERABLE)
     span = expand(summary)
     tampered = [entry for entry in span if entry.is_summary and not summary_is_intact(entry)]
     if tampered:
         report_tampered(tampered)  # never sent to a model, never signed anew
-        return FoldOutcome(summary=None, decline=TAMPERED)
+        return FoldOutcome(summary=None, decline=DeclineReason.TAMPERED)
     config = RecallConfig.build(**overrides)
     plan = plan_span(span, config)
     if plan is None:
