@@ -419,13 +419,6 @@ class FoldedSpan(models.Model):
         related_name="swallowed_by",
         help_text="Earlier folds whose summary message this fold swallowed.",
     )
-    derivation_unknown = models.BooleanField(
-        default=False,
-        editable=False,
-        help_text="Folded before derivation was recorded, without its messages: nothing "
-        "proves which entries it stands for, so erasing or purging any entry of its "
-        "thread deletes it.",
-    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
 

@@ -222,7 +222,6 @@ class Migration(migrations.Migration):
                 ('fact_score', models.FloatField(blank=True, null=True)),
                 ('missing_facts', models.JSONField(blank=True, default=list)),
                 ('injection_flags', models.JSONField(blank=True, default=list)),
-                ('derivation_unknown', models.BooleanField(default=False, editable=False, help_text='Folded before derivation was recorded, without its messages: nothing proves which entries it stands for, so erasing or purging any entry of its thread deletes it.')),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),
                 ('expires_at', models.DateTimeField(blank=True, null=True)),
                 ('nested_spans', models.ManyToManyField(blank=True, help_text='Earlier folds whose summary message this fold swallowed.', related_name='swallowed_by', to='agentmemory.foldedspan')),

@@ -43,9 +43,7 @@ def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
       (`SummarySource`);
     - every window span that folded one of those (a `SpanSource` linked to it, or,
       for a message that was no entry when it was folded, with its digest), every span
-      that swallowed such a span's frame, however deep (``nested_spans``), and every
-      span of the same threads whose derivation is unknown (made before it was
-      recorded, without its messages);
+      that swallowed such a span's frame, however deep (``nested_spans``);
     - every entry of those threads that is one of those spans' frames (an agent that
       stored its compacted window), and in turn what is derived from it.
     """
@@ -70,10 +68,6 @@ def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
                     digest__in={entry_digest(row) for row in rows},
                 )
             ).values_list("span_id", flat=True)
-        )
-        found |= set(
-            FoldedSpan.objects.filter(thread_id__in=threads, derivation_unknown=True)
-            .values_list("pk", flat=True)
         )
         found -= spans
         new_spans: set[int] = set()
