@@ -183,20 +183,26 @@ def test_no_function_level_import_that_a_module_level_one_covers() -> None:
     assert again == []
 
 
-def test_no_services_module_over_300_lines() -> None:
+#: The most lines a module of agentmemory/ may hold (migrations aside): one job each.
+MODULE_LINES = 300
+
+
+def test_no_module_over_300_lines() -> None:
     sizes = {
-        path.name: len(path.read_text().splitlines())
-        for path in (PACKAGE / "services").glob("*.py")
+        str(path.relative_to(PACKAGE)): len(path.read_text().splitlines())
+        for path in PACKAGE.rglob("*.py")
+        if path.relative_to(PACKAGE).parts[0] != "migrations"
     }
-    assert sizes, "agentmemory/services/ is a package"
-    assert {name: size for name, size in sizes.items() if size > 300} == {}
+    assert "services/recalls.py" in sizes and "models/entries.py" in sizes
+    assert {name: size for name, size in sizes.items() if size > MODULE_LINES} == {}
 
 
 def test_the_layers_below_services_never_import_it() -> None:
     """A recall goes services -> pipeline and stays there: the stages, the fold engine
     and the lease, the window and the models import nothing from the services."""
     below = ("agentmemory.pipeline", "agentmemory.folding", "agentmemory.window",
-             "agentmemory.models", "agentmemory.querysets", "agentmemory.summarizers")
+             "agentmemory.models", "agentmemory.querysets", "agentmemory.summarizers",
+             "agentmemory.writes")
     upward = {
         name: sorted(target for target in targets if target.startswith("agentmemory.services"))
         for name, targets in import_graph().items()

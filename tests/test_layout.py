@@ -13,14 +13,14 @@ PACKAGE = Path(__file__).resolve().parent.parent / "agentmemory"
 STATE_FILTER = re.compile(r"\b\w*(?:retired_at|held_at|expires_at|tampered_at|reviewed_at)__\w+")
 
 # Where the rules are written, and the migrations that record the schema.
-HOMES = {"querysets.py", "models.py"}
+HOMES = {"querysets.py", "models"}
 
 
 def test_state_and_expiry_filters_are_written_only_on_the_querysets() -> None:
     found: list[str] = []
     for path in sorted(PACKAGE.rglob("*.py")):
         relative = path.relative_to(PACKAGE)
-        if relative.parts[0] == "migrations" or str(relative) in HOMES:
+        if relative.parts[0] == "migrations" or relative.parts[0] in HOMES:
             continue
         for number, line in enumerate(path.read_text().splitlines(), 1):
             found.extend(

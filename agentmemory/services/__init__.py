@@ -82,7 +82,8 @@ from agentmemory.services.summaries import (
     unfold,
 )
 from agentmemory.services.threads import thread_fold_budget, thread_ttl, thread_write_tier
-from agentmemory.window.compact import Compaction, compact, entry_digest
+from agentmemory.window.compact import Compaction, compact
+from agentmemory.window.frame import entry_digest
 from agentmemory.window.lookup import expand_span, folded_messages, folded_span_for
 
 __all__ = [

@@ -18,7 +18,7 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, SpanSource, Thread
 from agentmemory.search.index import forget_deleted
-from agentmemory.window.compact import entry_digest
+from agentmemory.window.frame import entry_digest
 from agentmemory.writes.retire import derived_summary_ids
 
 

@@ -12,16 +12,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from django.db import IntegrityError, transaction
-from django.utils import timezone
+from django.db import IntegrityError
 
-from agentmemory import __version__
 from agentmemory.conf import memory_settings
-from agentmemory.exceptions import InvalidMessageError, ThreadGoneError
+from agentmemory.exceptions import InvalidMessageError
 from agentmemory.folding import (
     Declined,
     DeclineReason,
-    Draft,
     Span,
     SpanTokens,
     attempt_fold,
@@ -31,24 +28,21 @@ from agentmemory.messages import clean_message
 from agentmemory.models import (
     FoldedSpan,
     FoldPurpose,
-    MemoryEntry,
     RetainPolicy,
-    SpanSource,
     Thread,
 )
 from agentmemory.summarizers import get_summarizer
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import DEFAULT_INSTRUCTION, render_message
-from agentmemory.trust.signing import sign_span, span_is_intact
+from agentmemory.trust.signing import span_is_intact
 from agentmemory.window.frame import (
     fold_reference,
     frame_label,
     looks_like_frame,
-    message_digest,
     span_fingerprint,
-    summary_fingerprint,
 )
 from agentmemory.window.seams import Selection, WindowMessage, WindowSeam, get_window
+from agentmemory.writes.spans import journal_span
 from agentmemory.writes.tampering import report_tampered_span
 
 logger = logging.getLogger("agentmemory")
@@ -147,7 +141,7 @@ def compact(
     if isinstance(draft, Declined):
         return Compaction(window=unchanged, span=None, refusal=draft.reason)
     try:
-        span = _journal(thread, selection, iteration, retain, draft)
+        span = journal_span(thread, selection.drop, iteration, retain, draft)
     except BaseException as exc:
         draft.record_unstored(exc)
         raise
@@ -162,85 +156,6 @@ def compact(
 
 def _instruction() -> str:
     return str(memory_settings.SUMMARY_INSTRUCTION or DEFAULT_INSTRUCTION)
-
-
-def _journal(
-    thread: Thread, selection: Selection, iteration: int, retain: str, draft: Draft
-) -> FoldedSpan | None:
-    now = timezone.now()
-    ttl = thread.effective_ttl()
-    nested_keys = {
-        summary_fingerprint(message.content)
-        for message in selection.drop
-        if looks_like_frame(message.content)
-    }
-    summarizer, result = draft.summarizer, draft.result
-    try:
-        with transaction.atomic():
-            # The one lock order (`ThreadQuerySet.lock`), before the span and its sources.
-            if not Thread.objects.lock(thread.pk):
-                raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was journaled.")
-            span = FoldedSpan(
-                thread=thread,
-                fingerprint=summary_fingerprint(draft.content),
-                span_fingerprint=draft.span.key,
-                content=draft.content,
-                message_count=len(selection.drop),
-                iteration=iteration,
-                model=summarizer.model,
-                prompt_hash=draft.prompt_hash,
-                temperature=summarizer.temperature,
-                seed=summarizer.seed,
-                library_version=__version__,
-                fact_score=draft.fact_score,
-                missing_facts=draft.missing_facts,
-                injection_flags=draft.flags,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
-                retain=retain,
-                messages=[message.as_dict() for message in selection.drop]
-                if retain == RetainPolicy.CONVERSATION
-                else None,
-                created_at=now,
-                expires_at=now + ttl if ttl is not None else None,
-            )
-            span.signature = sign_span(span, derivation=message_digests(selection.drop))
-            span.save(force_insert=True)
-            if nested_keys:
-                span.nested_spans.set(
-                    FoldedSpan.objects.filter(thread=thread, fingerprint__in=nested_keys)
-                )
-            record_sources(span, selection.drop)
-    except IntegrityError:
-        return None
-    return span
-
-
-def record_sources(span: FoldedSpan, messages: Sequence[WindowMessage]) -> None:
-    """Write what the span was made from, whatever ``retain`` is: per folded message its
-    digest and every entry of the thread that is that message (law 7)."""
-    digests = message_digests(messages)
-    entries: dict[str, list[int | None]] = {}
-    candidates = MemoryEntry.objects.filter(
-        thread_id=span.thread_id, content__in={m.content for m in messages}
-    ).only("pk", "role", "content", "tool_calls", "tool_call_id")
-    for entry in candidates:
-        entries.setdefault(entry_digest(entry), []).append(entry.pk)
-    SpanSource.objects.bulk_create(
-        SpanSource(span=span, position=position, entry_id=entry_id, digest=digest)
-        for position, digest in enumerate(digests)
-        for entry_id in entries.get(digest) or [None]
-    )
-
-
-def message_digests(messages: Sequence[WindowMessage]) -> list[str]:
-    """The digest of each message, in order: what `record_sources` writes and the
-    span's signature covers."""
-    return [message_digest(m.role, m.content, m.tool_calls, m.tool_call_id) for m in messages]
-
-
-def entry_digest(entry: MemoryEntry) -> str:
-    return message_digest(entry.role, entry.content, entry.tool_calls, entry.tool_call_id)
 
 
 def _new_window(selection: Selection, span: FoldedSpan) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from agentmemory.models import RetainPolicy
+from agentmemory.models import MemoryEntry, RetainPolicy
 from agentmemory.transcript import WINDOW_FRAME_PREFIX
 
 if TYPE_CHECKING:
@@ -77,3 +77,13 @@ def message_digest(
 def looks_like_frame(content: str) -> bool:
     """Only that the text *looks* like a frame; `folded_span_for` says if it is one."""
     return content.startswith(WINDOW_FRAME_PREFIX)
+
+
+def message_digests(messages: Sequence[WindowMessage]) -> list[str]:
+    """The digest of each message, in order: what `record_sources` writes and the
+    span's signature covers."""
+    return [message_digest(m.role, m.content, m.tool_calls, m.tool_call_id) for m in messages]
+
+
+def entry_digest(entry: MemoryEntry) -> str:
+    return message_digest(entry.role, entry.content, entry.tool_calls, entry.tool_call_id)
