@@ -22,9 +22,9 @@ from hypothesis import strategies as st
 from agentmemory import services
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline import intact, load
+from agentmemory.pipeline.blocks import Tally
 from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.plan import Tally
 from agentmemory.services import recalls
 from tests.test_recall_contract import turns
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from agentmemory.models import MemoryEntry
+from agentmemory.pipeline.blocks import Block, blocks_of
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.plan import Block, blocks_of
 from agentmemory.tokens import count_fixed
 
 BELOW_MINIMUM = "below-minimum-tokens"

@@ -16,8 +16,8 @@ from django.db.models import Count, F, Q, QuerySet, Sum
 
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline import rows as context_rows
+from agentmemory.pipeline.blocks import Tally, entry_cost
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.plan import Tally, entry_cost
 from agentmemory.querysets import MemoryEntryQuerySet, expired_q, no_fold_on_its_way_q
 from agentmemory.statements import Statement
 

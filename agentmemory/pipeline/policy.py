@@ -13,9 +13,10 @@ from collections.abc import Callable
 from datetime import datetime
 
 from agentmemory.models import MemoryEntry, Role, Thread
+from agentmemory.pipeline.blocks import entry_cost
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import Loaded, count_visible, load_oldest, row_cap
-from agentmemory.pipeline.plan import DEFAULT_SUMMARY_COST, entry_cost, fold_pressure, next_fold
+from agentmemory.pipeline.plan import DEFAULT_SUMMARY_COST, fold_pressure, next_fold
 from agentmemory.pipeline.summarize import FoldPlan, plan_fold
 
 Load = Callable[[Thread, RecallConfig, datetime, int], Loaded]

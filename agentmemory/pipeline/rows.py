@@ -8,28 +8,33 @@ summaries as `load._visible_rows` (uncovered and live whatever their expiry: unt
 is retired an expired summary still hides what it stands for). tests/test_context_rows.py
 holds the two to each other over random threads on both databases.
 
-Rows become `MemoryEntry` instances without a queryset's per-row work: each value goes
-through the converters Django applies to its field (looked up once per field), a
-message holds only the fields a context reads, and any other field is deferred (read
-from the database if asked for, as after ``.only()``). While a ``pre_init`` or
-``post_init`` receiver listens on the model, instances are built by `Model.from_db`, so
-receivers see every one.
+Rows become `MemoryEntry` instances without a queryset's per-row work
+(`agentmemory.pipeline.instances`): a message holds only the fields a context reads,
+and any other field is deferred (read from the database if asked for, as after
+``.only()``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field, Model
-from django.db.models.base import ModelState
-from django.db.models.signals import post_init, pre_init
+from django.db.models import Model
 
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, SummarySource
+from agentmemory.pipeline.instances import (
+    bare_instance,
+    convert,
+    converters_of,
+    field_of,
+    init_receivers,
+    instance_of,
+    typed_null,
+)
 
 #: What a context reads of a message (`plan`, `budget`, `format`, `RecalledMessage`).
 MESSAGE_FIELDS = frozenset({
@@ -37,9 +42,7 @@ MESSAGE_FIELDS = frozenset({
     "turn", "position", "token_count",
 })
 
-Converter = Callable[[Any, Any, BaseDatabaseWrapper], Any]
 #: A field's converters, each with the column expression it is called with.
-Converters = list[tuple[Converter, Any]]
 
 
 @dataclass(frozen=True)
@@ -134,7 +137,7 @@ class _Shape:
         e, c, s = (quote(meta.db_table) for meta in (entry, coverage, SummarySource._meta))
 
         def column(table: str, model: type[Model], name: str) -> str:
-            return f"{table}.{quote(_field(model, name).column)}"
+            return f"{table}.{quote(field_of(model, name).column)}"
 
         self.entry_fields = list(entry.concrete_fields)
         self.coverage_fields = list(coverage.concrete_fields)
@@ -172,9 +175,9 @@ class _Shape:
         # A message row has NULL where a summary has its coverage and sources: typed, as
         # PostgreSQL types a UNION's columns by its arms.
         message_columns = [
-            *(f"{e}.{quote(str(f.column))}" if f.attname in MESSAGE_FIELDS else _null(f, connection)
-              for f in self.entry_fields),
-            *(_null(f, connection) for f in self.coverage_fields),
+            *(f"{e}.{quote(str(f.column))}" if f.attname in MESSAGE_FIELDS
+              else typed_null(f, connection) for f in self.entry_fields),
+            *(typed_null(f, connection) for f in self.coverage_fields),
             "CAST(NULL AS TEXT)",
         ]
         self.page_sql = (f"SELECT {', '.join(message_columns)} FROM {e} WHERE {visible}"
@@ -193,16 +196,16 @@ class _Shape:
             f" ORDER BY {column(e, MemoryEntry, 'position')} ASC, {entry_id} ASC"
             f" LIMIT %s OFFSET %s"
         )
-        self.entry_converters = [_converters(f, connection) for f in self.entry_fields]
+        self.entry_converters = [converters_of(f, connection) for f in self.entry_fields]
         self.entry_converted = [i for i, found in enumerate(self.entry_converters) if found]
-        self.coverage_converters = [_converters(f, connection) for f in self.coverage_fields]
+        self.coverage_converters = [converters_of(f, connection) for f in self.coverage_fields]
         self.message_at = [i for i, f in enumerate(self.entry_fields)
                            if f.attname in MESSAGE_FIELDS]
         self.message_names = [self.entry_fields[i].attname for i in self.message_at]
         self.entry_names = [f.attname for f in self.entry_fields]
         self.coverage_names = [f.attname for f in self.coverage_fields]
-        self.coverage_cache = _field(MemoryEntry, "coverage")
-        self.summary_cache = _field(SummaryCoverage, "summary")
+        self.coverage_cache = field_of(MemoryEntry, "coverage")
+        self.summary_cache = field_of(SummaryCoverage, "summary")
 
     def summary_params(self, thread_id: int, tiers: Sequence[str] | None) -> list[Any]:
         return [thread_id, *(tiers or ()), EntryKind.SUMMARY.value]
@@ -231,10 +234,10 @@ class _Shape:
     ) -> list[MemoryEntry]:
         """Message rows as instances, a row's fields converted only where Django would
         convert them (most are stored as they are read)."""
-        if _init_receivers(MemoryEntry):
+        if init_receivers(MemoryEntry):
             converters = self.entry_converters
             return [self._cached(MemoryEntry.from_db(self.alias, self.message_names, [
-                _convert(row[i], converters[i], connection) for i in self.message_at]))
+                convert(row[i], converters[i], connection) for i in self.message_at]))
                 for row in found]
         as_read = [(name, i) for name, i in zip(self.message_names, self.message_at,
                                                 strict=True) if not self.entry_converters[i]]
@@ -242,12 +245,12 @@ class _Shape:
             self.message_names, self.message_at, strict=True) if self.entry_converters[i]]
         built = []
         for row in found:
-            entry = _bare(MemoryEntry, self.alias)
+            entry = bare_instance(MemoryEntry, self.alias)
             values = entry.__dict__
             for name, i in as_read:
                 values[name] = row[i]
-            for name, i, convert in converted:
-                values[name] = _convert(row[i], convert, connection)
+            for name, i, field_converters in converted:
+                values[name] = convert(row[i], field_converters, connection)
             built.append(self._cached(entry))
         return built
 
@@ -261,64 +264,17 @@ class _Shape:
         count = len(self.entry_fields)
         values = list(row[:count])
         for i in self.entry_converted:
-            values[i] = _convert(values[i], self.entry_converters[i], connection)
-        entry = _instance(MemoryEntry, self.alias, self.entry_names, values)
+            values[i] = convert(values[i], self.entry_converters[i], connection)
+        entry = instance_of(MemoryEntry, self.alias, self.entry_names, values)
         coverage_row = row[count : count + len(self.coverage_fields)]
         if coverage_row[0] is not None:  # its id: a summary without coverage reads it later
-            coverage = _instance(SummaryCoverage, self.alias, self.coverage_names, [
-                _convert(value, converters, connection)
+            coverage = instance_of(SummaryCoverage, self.alias, self.coverage_names, [
+                convert(value, converters, connection)
                 for value, converters in zip(coverage_row, self.coverage_converters, strict=True)])
             self.coverage_cache.set_cached_value(entry, coverage)
             self.summary_cache.set_cached_value(coverage, entry)
         return entry
 
-
-
-def _convert(value: Any, converters: Converters, connection: BaseDatabaseWrapper) -> Any:
-    if value == "[]" and converters[-1][1].output_field.get_internal_type() == "JSONField":
-        return []  # most tool_calls: what json.loads would give, without the decoder
-    for converter, column in converters:
-        value = converter(value, column, connection)
-    return value
-
-
-def _init_receivers(model: type[Model]) -> bool:
-    return pre_init.has_listeners(model) or post_init.has_listeners(model)
-
-
-def _instance(model: type[Model], alias: str, names: list[str], values: list[Any]) -> Any:
-    if _init_receivers(model):
-        return model.from_db(alias, names, values)
-    instance = _bare(model, alias)
-    instance.__dict__.update(zip(names, values, strict=True))
-    return instance
-
-
-def _bare(model: type[Model], alias: str) -> Any:
-    """An instance of ``model`` as `Model.from_db` leaves it, before its values: read
-    from ``alias``, not being added. Without `Model.__init__`, which walks every field of
-    the model for each row."""
-    instance = model.__new__(model)
-    instance._state = ModelState()
-    instance._state.adding = False
-    instance._state.db = alias
-    return instance
-
-
-def _field(model: type[Model], name: str) -> Any:
-    return model._meta.get_field(name)
-
-
-def _null(field: Field[Any, Any], connection: BaseDatabaseWrapper) -> str:
-    return f"CAST(NULL AS {field.cast_db_type(connection) or 'TEXT'})"
-
-
-def _converters(field: Field[Any, Any], connection: BaseDatabaseWrapper) -> Converters:
-    """What a queryset applies to this field's values on this database (as its compiler
-    does: the backend's converters, then the field's)."""
-    column = field.get_col(field.model._meta.db_table)
-    found = [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]
-    return [(converter, column) for converter in found]
 
 
 _shapes: dict[tuple[str, int | None], _Shape] = {}

@@ -13,7 +13,7 @@ from django.utils import timezone
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, AgentMemoryError
 from agentmemory.models import MemoryEntry, Role, Thread
-from agentmemory.pipeline.plan import Block, blocks_of, entry_cost
+from agentmemory.pipeline.blocks import Block, blocks_of, entry_cost
 from agentmemory.search.index import Candidate, Scope, lookup
 from agentmemory.search.query import InvalidSearchQuery, parse_query
 from agentmemory.trust.quarantine import strip_invisible
