@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
 from agentmemory import services
-from agentmemory.api.serializers import MAX_BUDGET, MAX_JSON_DEPTH, MAX_TURN, MessageSerializer
+from agentmemory.api.serializers.base import MAX_BUDGET, MAX_JSON_DEPTH, MAX_TURN
+from agentmemory.api.serializers.entries import MessageSerializer
 from agentmemory.models import FoldedSpan, MemoryEntry, SummarizerCall, Thread
 from tests.helpers import add_turns, turn_messages
 
@@ -449,7 +450,7 @@ def test_a_body_django_itself_finds_over_the_cap_says_so_in_the_same_words(
     from rest_framework.request import Request
     from rest_framework.test import APIRequestFactory
 
-    from agentmemory.api.views import MemoryAPIView
+    from agentmemory.api.views.base import MemoryAPIView
 
     settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
     parsed = post_json(client, endpoint(thread, "entries/"),

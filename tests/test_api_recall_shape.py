@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from rest_framework import serializers
 
-from agentmemory.api.serializers import RecalledMessageSerializer
+from agentmemory.api.serializers.recall import RecalledMessageSerializer
 from agentmemory.pipeline.recall import RecalledMessage
 
 text = st.text(max_size=40)

@@ -1,4 +1,4 @@
-"""Response serializers whose fields are built once (`api.serializers.SharedFields`)
+"""Response serializers whose fields are built once (`api.serializers.base.SharedFields`)
 answer exactly as DRF's serializers that build their fields per instance.
 
 Each shared serializer is compared with a twin of the same declaration without the mixin,
@@ -21,7 +21,10 @@ from rest_framework import serializers
 from rest_framework.settings import api_settings
 
 from agentmemory import services
-from agentmemory.api import serializers as s
+from agentmemory.api.serializers.base import SharedFields
+from agentmemory.api.serializers.entries import EntrySerializer
+from agentmemory.api.serializers.recall import RecallResponseSerializer
+from agentmemory.api.serializers.summaries import SummarySerializer
 from agentmemory.models import MemoryEntry, Thread
 
 pytestmark = pytest.mark.django_db
@@ -46,7 +49,7 @@ def rebuilt(field: Any) -> Any:
     if isinstance(field, serializers.ListSerializer):
         kwargs = {key: value for key, value in field._kwargs.items() if key != "child"}
         return serializers.ListSerializer(child=rebuilt(field.child), **kwargs)
-    if isinstance(field, s.SharedFields):
+    if isinstance(field, SharedFields):
         return twin(type(field))(*field._args, **copy.deepcopy(field._kwargs))
     return copy.deepcopy(field)
 
@@ -80,8 +83,8 @@ def test_entries_answer_as_drf_builds_them(
     api_settings.reload()
     try:
         with timezone.override(ZoneInfo(zone)):
-            shared = s.EntrySerializer(entries, many=True).data
-            fresh = twin(s.EntrySerializer)(entries, many=True).data
+            shared = EntrySerializer(entries, many=True).data
+            fresh = twin(EntrySerializer)(entries, many=True).data
     finally:
         del settings.REST_FRAMEWORK
         api_settings.reload()
@@ -101,16 +104,16 @@ def test_summaries_and_recalls_answer_as_drf_builds_them() -> None:
     assert result.summaries_used, "the recall folded nothing to compare"
     summaries = list(MemoryEntry.objects.filter(pk__in=result.summaries_used)
                      .select_related("coverage"))
-    assert s.SummarySerializer(summaries, many=True).data == twin(s.SummarySerializer)(
+    assert SummarySerializer(summaries, many=True).data == twin(SummarySerializer)(
         summaries, many=True).data
-    shared = s.RecallResponseSerializer(result).data
-    fresh = twin(s.RecallResponseSerializer)(result).data
+    shared = RecallResponseSerializer(result).data
+    fresh = twin(RecallResponseSerializer)(result).data
     assert shared == fresh and shared["messages"]
 
 
 def test_the_fields_are_built_once_per_class() -> None:
     thread = Thread.objects.create()
     [entry] = services.append(thread, {"role": "user", "content": "once"})
-    first, second = s.EntrySerializer(entry), s.EntrySerializer(entry)
+    first, second = EntrySerializer(entry), EntrySerializer(entry)
     assert first.fields is second.fields
-    assert s.SummarySerializer(entry).fields is not first.fields  # a subclass has its own
+    assert SummarySerializer(entry).fields is not first.fields  # a subclass has its own

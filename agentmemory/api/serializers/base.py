@@ -1,0 +1,116 @@
+"""What every resource's serializers share: the bounds of numbers on the wire, the
+checks a JSON value must pass to be stored, request serializers that refuse unknown
+fields and uncoerced types, and response serializers whose fields are built once."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from rest_framework import serializers
+
+MAX_INT = 2**31 - 1
+MAX_BUDGET = 10_000_000
+# Later messages count turns up from an explicit one: leave them room below MAX_INT.
+MAX_TURN = 1_000_000_000
+MAX_JSON_DEPTH = 64
+SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def storable_json(value: Any) -> Any:
+    """Reject what a JSON column or the renderer cannot take: NUL (PostgreSQL), lone
+    surrogates (UTF-8), non-finite numbers (strict JSON) and very deep nesting."""
+    stack = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_JSON_DEPTH:
+            raise serializers.ValidationError(f"Nested deeper than {MAX_JSON_DEPTH} levels.")
+        if isinstance(item, dict):
+            stack.extend((part, depth + 1) for pair in item.items() for part in pair)
+        elif isinstance(item, list):
+            stack.extend((part, depth + 1) for part in item)
+        elif isinstance(item, str):
+            if "\x00" in item:
+                raise serializers.ValidationError("Null characters are not allowed.")
+            if SURROGATE.search(item):
+                raise serializers.ValidationError("Surrogate characters are not allowed.")
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise serializers.ValidationError("Numbers must be finite.")
+    return value
+
+
+#: JSON types per field class, checked before DRF coerces: DRF reads "7" and 8.0 as the
+#: integer 7 and 8, and 0 as the string "0"; the schema promises an integer or a string.
+JSON_TYPES: list[tuple[type[serializers.Field], tuple[type, ...], str]] = [
+    (serializers.BooleanField, (bool,), "a boolean"),
+    (serializers.IntegerField, (int,), "an integer"),
+    (serializers.FloatField, (int, float), "a number"),
+    (serializers.CharField, (str,), "a string"),
+    (serializers.ChoiceField, (str,), "a string"),
+]
+
+
+def type_errors(fields: Any, data: dict[str, Any]) -> dict[str, list[str]]:
+    errors = {}
+    for name, value in data.items():
+        field = fields.get(name)
+        if field is None or field.read_only or value is None:
+            continue  # unknown fields are refused by name; null by the field itself
+        for field_class, types, label in JSON_TYPES:
+            if isinstance(field, field_class):
+                wrong = isinstance(value, bool) and bool not in types
+                if wrong or not isinstance(value, types):
+                    errors[name] = [f"Must be {label}, not {type(value).__name__}."]
+                break
+    return errors
+
+
+# A response serializer whose fields are built once per class, not per instance. DRF
+# builds a serializer's fields on every instance, reading the model's fields each time;
+# for a one-entry append that cost more than the data. These serializers only read (no
+# field keeps per-request state or reads the context), so one set serves every instance;
+# settings the fields read (date format, time zone) are still read per call. No
+# docstring: drf-spectacular would describe every serializer that mixes it in with it.
+class SharedFields:
+    _shared: Any = None
+
+    @property
+    def fields(self) -> Any:
+        cls = type(self)
+        shared = cls.__dict__.get("_shared")
+        if shared is None:
+            shared = super().fields  # type: ignore[misc]
+            cls._shared = shared
+        return shared
+
+
+class StrictSerializer(serializers.Serializer):
+    """Unknown fields are an error, not silently dropped; values are never coerced."""
+
+    unknown_message = "Unknown field."
+
+    def count_limits(self) -> dict[str, tuple[str, int, str]]:
+        """List fields bounded by a setting: field -> (setting, limit, unit)."""
+        return {}
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, dict):
+            # Counts first, before any item is validated: a 150,000-item body is refused
+            # for the price of a len(), not of 150,000 item validations.
+            for name, (setting, limit, unit) in self.count_limits().items():
+                value = data.get(name)
+                if isinstance(value, list) and len(value) > limit:
+                    raise serializers.ValidationError(
+                        {name: [f"At most {limit} {unit} (AGENTMEMORY['{setting}'])."]}
+                    )
+            writable = {name for name, field in self.fields.items() if not field.read_only}
+            errors = {name: [self.unknown_message] for name in sorted(set(data) - writable)}
+            errors.update(type_errors(self.fields, data))
+            if errors:
+                raise serializers.ValidationError(errors)
+        return super().to_internal_value(data)
+
+
+class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
+    unknown_message = "Unknown or read-only field."
