@@ -39,3 +39,12 @@ def test_the_pattern_finds_filters_of_each_kind() -> None:
     ]
     assert [len(STATE_FILTER.findall(line)) for line in lines] == [1, 1, 1, 2]
     assert STATE_FILTER.findall("row.retired_at is None and update(retired_at=now)") == []
+
+
+def test_no_api_module_over_300_lines() -> None:
+    """The REST API's views and serializers are packages, one module per resource."""
+    api = PACKAGE / "api"
+    assert all((api / name / "__init__.py").exists() for name in ("views", "serializers"))
+    sizes = {str(path.relative_to(PACKAGE)): len(path.read_text().splitlines())
+             for path in sorted(api.rglob("*.py"))}
+    assert {name: size for name, size in sizes.items() if size > 300} == {}
