@@ -17,9 +17,11 @@ import time
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
+from typing import Any
 
 from django.db import DatabaseError
 
+from agentmemory import __version__
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import SummarizerError, TransientSummarizerError
 from agentmemory.folding import circuit as circuits
@@ -82,6 +84,22 @@ class Draft(Call):
     @property
     def prompt_hash(self) -> str:
         return prompt_hash(self.span.instruction)
+
+    def provenance(self) -> dict[str, Any]:
+        """What a stored fold records of how it was made, by the field names a summary's
+        coverage and a window span share: the call, the checks and this library."""
+        return {
+            "model": self.summarizer.model,
+            "prompt_hash": self.prompt_hash,
+            "temperature": self.summarizer.temperature,
+            "seed": self.summarizer.seed,
+            "library_version": __version__,
+            "prompt_tokens": self.result.prompt_tokens,
+            "completion_tokens": self.result.completion_tokens,
+            "fact_score": self.fact_score,
+            "missing_facts": self.missing_facts,
+            "injection_flags": self.flags,
+        }
 
     def record_folded(self, summary: MemoryEntry | None = None) -> None:
         """The ledger row of the stored fold: write it in the storing transaction."""

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentmemory import __version__
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.folding import Draft
 from agentmemory.models import FoldedSpan, MemoryEntry, RetainPolicy, SpanSource, Thread
@@ -34,7 +33,6 @@ def journal_span(
         for message in drop
         if looks_like_frame(message.content)
     }
-    summarizer, result = draft.summarizer, draft.result
     try:
         with transaction.atomic():
             # The one lock order (`ThreadQuerySet.lock`), before the span and its sources.
@@ -47,17 +45,8 @@ def journal_span(
                 content=draft.content,
                 message_count=len(drop),
                 iteration=iteration,
-                model=summarizer.model,
-                prompt_hash=draft.prompt_hash,
-                temperature=summarizer.temperature,
-                seed=summarizer.seed,
-                library_version=__version__,
-                fact_score=draft.fact_score,
-                missing_facts=draft.missing_facts,
-                injection_flags=draft.flags,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
                 retain=retain,
+                **draft.provenance(),
                 messages=[message.as_dict() for message in drop]
                 if retain == RetainPolicy.CONVERSATION
                 else None,

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from agentmemory import __version__
 from agentmemory.conf import memory_settings
 from agentmemory.folding import Draft
 from agentmemory.models import (
@@ -43,7 +42,7 @@ def store_summary(
     stands for (none while it is held for review), absorbed summaries retired, and
     ``replacing`` (regenerating) retired first. None when the span changed meanwhile or
     another fold of it won; the call's ledger row is settled either way."""
-    thread, summarizer, result = draft.thread, draft.summarizer, draft.result
+    thread = draft.thread
     ids = [entry.pk for entry in plan.span]
     newest = plan.span[-1]
     # Law 7: a summary goes when the first thing it stands for goes (nested summaries
@@ -105,18 +104,9 @@ def store_summary(
                     for e in plan.span
                 ),
                 message_count=plan.message_count,
-                model=summarizer.model,
-                prompt_tokens=result.prompt_tokens,
-                completion_tokens=result.completion_tokens,
                 level=plan.level,
                 version=version,
-                prompt_hash=draft.prompt_hash,
-                temperature=summarizer.temperature,
-                seed=summarizer.seed,
-                library_version=__version__,
-                fact_score=draft.fact_score,
-                missing_facts=draft.missing_facts,
-                injection_flags=draft.flags,
+                **draft.provenance(),
             )
             coverage.signature = sign_summary(summary, coverage, sources)
             coverage.save(force_insert=True)
