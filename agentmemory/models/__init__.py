@@ -19,6 +19,7 @@ from agentmemory.models.entries import (
 )
 from agentmemory.models.folds import FoldedSpan, FoldLatch, SpanSource
 from agentmemory.models.ledger import SummarizerCall, SummarizerCircuit
+from agentmemory.models.provenance import FoldProvenance
 from agentmemory.models.receipts import RecallReceipt, ReceiptItem
 from agentmemory.models.threads import OwnerQuota, Thread
 
@@ -26,6 +27,7 @@ __all__ = [
     "CallOutcome",
     "EntryKind",
     "FoldLatch",
+    "FoldProvenance",
     "FoldPurpose",
     "FoldedSpan",
     "MemoryEntry",

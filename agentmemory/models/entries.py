@@ -12,6 +12,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from agentmemory.choices import EntryKind, Role, Tier
+from agentmemory.models.provenance import FoldProvenance
 from agentmemory.models.threads import Thread
 from agentmemory.querysets import (
     MemoryEntryQuerySet,
@@ -183,7 +184,7 @@ class SummarySource(models.Model):
         return f"#{self.summary_id} stands for #{self.entry_id}"
 
 
-class SummaryCoverage(models.Model):
+class SummaryCoverage(FoldProvenance):
     """What one summary stands for. The covered rows point back through ``covered_by``."""
 
     summary = models.OneToOneField(
@@ -193,10 +194,7 @@ class SummaryCoverage(models.Model):
     to_turn = models.PositiveIntegerField()
     entry_count = models.PositiveIntegerField()
     span_tokens = models.PositiveIntegerField(help_text="Tokens of the entries it replaced.")
-    model = models.CharField(max_length=200)
     summarized_at = models.DateTimeField(default=timezone.now)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     original_tokens = models.PositiveIntegerField(
         default=0, help_text="Tokens of the messages it stands for, through nested summaries."
     )
@@ -209,18 +207,8 @@ class SummaryCoverage(models.Model):
         help_text="1: folded from messages only; n + 1: folded from summaries of level n "
         "or lower (the nesting depth).",
     )
-    # Provenance (how it was made) and its keyed fingerprint (that it was not edited).
+    # Which write of this span it is (a regeneration is the next), and its review.
     version = models.PositiveIntegerField(default=1)
-    prompt_hash = models.CharField(max_length=64, blank=True, default="")
-    temperature = models.FloatField(null=True, blank=True)
-    seed = models.IntegerField(null=True, blank=True)
-    library_version = models.CharField(max_length=32, blank=True, default="")
-    signature = models.CharField(max_length=80, blank=True, default="")
-    tampered_at = models.DateTimeField(null=True, blank=True)
-    # The fact-retention gate and the injection quarantine.
-    fact_score = models.FloatField(null=True, blank=True)
-    missing_facts = models.JSONField(default=list, blank=True)
-    injection_flags = models.JSONField(default=list, blank=True)
     reviewed_at = models.DateTimeField(null=True, blank=True)
     reviewed_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,

@@ -8,13 +8,14 @@ from django.utils import timezone
 
 from agentmemory.choices import FoldPurpose, RetainPolicy
 from agentmemory.models.entries import MemoryEntry
+from agentmemory.models.provenance import FoldProvenance
 from agentmemory.models.threads import Thread
 from agentmemory.querysets import (
     FoldedSpanQuerySet,
 )
 
 
-class FoldedSpan(models.Model):
+class FoldedSpan(FoldProvenance):
     """The record of one live-window compaction, joined to its message by fingerprint."""
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="folded_spans")
@@ -25,22 +26,10 @@ class FoldedSpan(models.Model):
     content = models.TextField(help_text="The summary message, label included.")
     message_count = models.PositiveIntegerField()
     iteration = models.PositiveIntegerField(default=0)
-    model = models.CharField(max_length=200)
-    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
-    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
     retain = models.CharField(max_length=16, choices=RetainPolicy.choices)
     messages = models.JSONField(
         null=True, blank=True, help_text="The folded messages; empty when not retained."
     )
-    prompt_hash = models.CharField(max_length=64, blank=True, default="")
-    temperature = models.FloatField(null=True, blank=True)
-    seed = models.IntegerField(null=True, blank=True)
-    library_version = models.CharField(max_length=32, blank=True, default="")
-    signature = models.CharField(max_length=80, blank=True, default="")
-    tampered_at = models.DateTimeField(null=True, blank=True)
-    fact_score = models.FloatField(null=True, blank=True)
-    missing_facts = models.JSONField(default=list, blank=True)
-    injection_flags = models.JSONField(default=list, blank=True)
     nested_spans = models.ManyToManyField(
         "self",
         symmetrical=False,
