@@ -1,10 +1,12 @@
 """The Python API. Tasks, views, admin actions and commands are thin layers over this.
 
 Every function takes model instances or ids. Each of their writes is a transaction, so
-a call that raises leaves no half-written row. A call that writes more than once is not
-one transaction: `fold_while_due` commits fold by fold, `purge_expired` batch by batch,
-`request_fold`, `give_up_fold` and `unpark_fold` mark the thread, then send or warn;
-the ledger keeps every summarizer call made before a call raised.
+a call that raises leaves no half-written row. A call that writes more than once commits
+each write on its own: a summarizer call's ledger row is written before the call (the
+ledger keeps every call made before a call raised); `recall`, `fold` and
+`fold_while_due` commit fold by fold, then the receipt; `verify` signs row by row;
+`purge_expired` deletes batch by batch; `sweep`, `request_fold`, `give_up_fold` and
+`unpark_fold` mark the thread, then send or warn.
 
 One module per concern: `threads` (policy), `appends`, `recalls` (recall and fold,
 over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give-up),

@@ -1,5 +1,4 @@
-"""A thread's policy, under the names the Python API has always had (the `Thread`
-methods hold it)."""
+"""A thread's policy as functions of the Python API (the `Thread` methods hold it)."""
 
 from __future__ import annotations
 
