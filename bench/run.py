@@ -456,7 +456,7 @@ def _conversation() -> dict[str, Any]:
 
     from agentmemory import services
     from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
-    from agentmemory.trust.receipts import savings
+    from agentmemory.trust.savings import savings
 
     thread = Thread.objects.create(title="seeded conversation")
     context_tokens: list[int] = []
@@ -1026,7 +1026,7 @@ def _savings_section(results: dict[str, Any]) -> str:
     whole = run["whole_history_tokens"] - sum(run["context_tokens"])
     return f"""## Savings of the seeded conversation (recall receipts)
 
-`agentmemory.trust.receipts.savings(thread=...)` after the run above:
+`agentmemory.trust.savings.savings(thread=...)` after the run above:
 
 {table(["tokens spent summarizing", "tokens saved in recalls", "ratio saved ÷ spent",
         "summary loads", "net"], [[

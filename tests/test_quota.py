@@ -30,7 +30,7 @@ from agentmemory.models import (
 )
 from agentmemory.summarizers import testing
 from agentmemory.trust import ledger
-from agentmemory.trust.receipts import savings, summary_savings
+from agentmemory.trust.savings import savings, summary_savings
 from agentmemory.window.compact import compact
 from tests.helpers import PLAIN, add_user_messages, capture, make_thread, recording_settings
 from tests.openai_server import OpenAIServer

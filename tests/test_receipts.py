@@ -22,7 +22,7 @@ from agentmemory import services
 from agentmemory.checks import check_settings
 from agentmemory.conf import DEFAULTS
 from agentmemory.models import MemoryEntry, RecallReceipt, ReceiptItem, Thread
-from agentmemory.trust.receipts import receipts_at_turn, replay
+from agentmemory.trust.replay import receipts_at_turn, replay
 from tests.helpers import (
     PLAIN,
     add_turns,

@@ -34,7 +34,7 @@ from agentmemory.transcript import (
     summary_text,
 )
 from agentmemory.trust.facts import missing_facts_note
-from agentmemory.trust.receipts import replay
+from agentmemory.trust.replay import replay
 from agentmemory.window.compact import compact
 from tests.helpers import add_turns, make_thread, recording_settings
 from tests.test_admin import VIEW_PERMISSIONS, logged_in, make_user, text_by_id

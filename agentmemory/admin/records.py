@@ -25,7 +25,7 @@ from agentmemory.models import (
     SummarizerCircuit,
 )
 from agentmemory.trust.ledger import tokens_used_today
-from agentmemory.trust.receipts import replay
+from agentmemory.trust.replay import replay
 
 
 @admin.register(FoldLatch)

@@ -28,7 +28,7 @@ from agentmemory.admin.text import (
 )
 from agentmemory.models import MemoryEntry, Summary, SummaryCoverage
 from agentmemory.permissions import REFUSAL
-from agentmemory.trust.receipts import summary_savings
+from agentmemory.trust.savings import summary_savings
 from agentmemory.trust.signing import summary_is_intact
 
 

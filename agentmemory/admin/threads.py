@@ -17,7 +17,7 @@ from agentmemory.admin.base import PagesAdmin
 from agentmemory.admin.text import summary_parts
 from agentmemory.models import MemoryEntry, Thread
 from agentmemory.permissions import may_expand
-from agentmemory.trust.receipts import savings
+from agentmemory.trust.savings import savings
 
 TIMELINE_PAGE_SIZE = 200
 

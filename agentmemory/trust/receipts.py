@@ -1,8 +1,11 @@
-"""Recall receipts and the savings ledger: what the agent saw, and what folding saved.
+"""Recall receipts, written: what a recall put into the context, filed as it is shown.
 
 A receipt names the rows a recall put into the context, in order, with the settings in
 force. Rows it names are never rewritten (originals are byte-identical, summaries are
-retired rather than deleted), so the exact context can be rebuilt at any later time.
+retired rather than deleted), so the exact context can be rebuilt at any later time
+(`agentmemory.trust.replay`), and what folding saved can be counted from them
+(`agentmemory.trust.savings`). `record_receipt` files one under the thread's turn (its
+SQL built once per database); `insert_items` writes its items.
 """
 
 from __future__ import annotations
@@ -10,25 +13,16 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, cast
 
 from django.db import IntegrityError, connections, router, transaction
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Count, F, Field, JSONField, Model, Q, QuerySet, Sum
+from django.db.models import Field, JSONField, Model
 
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
-from agentmemory.models import (
-    EntryKind,
-    MemoryEntry,
-    RecallReceipt,
-    ReceiptItem,
-    SummarizerCall,
-    Thread,
-)
+from agentmemory.models import MemoryEntry, RecallReceipt, ReceiptItem, Thread
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.format import format_context
 
 
 def config_record(config: RecallConfig) -> dict[str, Any]:
@@ -280,68 +274,3 @@ def insert_items(receipt_id: int, items: list[Item]) -> None:
                 + ", ".join(["(%s, %s, %s, %s, %s)"] * len(chunk)),
                 [value for row in chunk for value in row],
             )
-
-
-@dataclass(frozen=True)
-class ReplayedContext:
-    entries: list[MemoryEntry]
-    text: str
-
-
-def replay(receipt: RecallReceipt) -> ReplayedContext:
-    """The context exactly as that recall formatted it, rebuilt from the rows it names."""
-    items = list(receipt.items.select_related("entry").order_by("order"))
-    entries = [item.entry for item in items]
-    config = receipt.config
-    header, footer = config.get("header", ""), config.get("footer", "")
-    shaped = dataclasses.replace(_FORMAT_ONLY, header=header, footer=footer)
-    return ReplayedContext(entries=entries, text=format_context(entries, shaped))
-
-
-# format_context reads only header and footer; the rest is a valid placeholder.
-_FORMAT_ONLY = RecallConfig(
-    mode="inline", load_count=1, tiers=None, trigger_min_entries=1, preserve_recent=1,
-    min_fold_entries=1, summary_tier="cold", instruction="", decay=None, reserve_tokens=0,
-    minimum_tokens=0, max_entries=None, header="", footer="",
-)
-
-
-def receipts_at_turn(thread: Thread, turn: int) -> QuerySet[RecallReceipt]:
-    """What the model saw at turn N: every recall made while turn N was the latest."""
-    return RecallReceipt.objects.filter(thread=thread, turn=turn).order_by("created_at", "id")
-
-
-# ---------------------------------------------------------------- savings
-
-
-def _saved(items: QuerySet[ReceiptItem]) -> tuple[int, int]:
-    """Tokens saved by summaries loaded in place of their originals, and how many loads."""
-    totals = items.filter(kind=EntryKind.SUMMARY).aggregate(
-        saved=Sum(F("entry__coverage__original_tokens") - F("tokens")),
-        loads=Count("id"),
-    )
-    return int(totals["saved"] or 0), int(totals["loads"] or 0)
-
-
-def savings(*, thread: Thread | None = None, owner: Any = None) -> dict[str, Any]:
-    """Tokens spent summarizing against tokens saved in recalls, for a thread or an owner."""
-    scope = Q(thread=thread) if thread is not None else Q(owner=owner)
-    item_scope = (
-        Q(receipt__thread=thread) if thread is not None else Q(receipt__thread__owner=owner)
-    )
-    spent = SummarizerCall.objects.filter(scope).spent_tokens()
-    saved, loads = _saved(ReceiptItem.objects.filter(item_scope))
-    return {
-        "spent_tokens": spent,
-        "saved_tokens": saved,
-        "summary_loads": loads,
-        "net_tokens": saved - spent,
-        "ratio": round(saved / spent, 3) if spent else None,
-    }
-
-
-def summary_savings(summary: MemoryEntry) -> dict[str, Any]:
-    """What one summary cost (its ledger rows) and saved (every recall that loaded it)."""
-    spent = SummarizerCall.objects.filter(summary=summary).spent_tokens()
-    saved, loads = _saved(ReceiptItem.objects.filter(entry=summary))
-    return {"spent_tokens": spent, "saved_tokens": saved, "summary_loads": loads}

@@ -24,7 +24,8 @@ from agentmemory.api.serializers.usage import (
 from agentmemory.api.views.base import MemoryAPIView, Pagination
 from agentmemory.models import RecallReceipt, SummarizerCall
 from agentmemory.querysets import SummarizerCallQuerySet
-from agentmemory.trust.receipts import replay, savings
+from agentmemory.trust.replay import replay
+from agentmemory.trust.savings import savings
 
 
 class Usage(MemoryAPIView, generics.ListAPIView):
