@@ -1,22 +1,11 @@
-"""Memory tools: the model asks for what was folded (law 16).
+"""The memory tools, defined once, and `run`, which executes one call of them.
 
-Two tools, defined once (`TOOLS`) and handed out per framework:
-
-* ``memory_search``: the words and "quoted phrases" of what was said, searched in the
-  originals of the thread's owner (or of the thread alone when it has no owner);
-  each hit says where its message is now, verbatim or under which summary;
-* ``memory_expand``: the originals behind a summary, by the handle its label shows,
-  a page at a time within a token budget; nested summaries open one level at a time.
-
-`chat_tools` and `response_tools` give the Chat Completions and Responses function
-tools (strict JSON Schemas); `run` executes one call and returns text, never raising
-for a bad call: the error is text the model can act on. `agents_tools` and
-`langchain_tools` bind them to a thread for the Agents SDK and LangChain.
-
-What a tool returns is data from the conversation, not instructions: it is framed as
-retrieved memory, every field of it through `agentmemory.transcript.defuse` (no
-invisible characters, no line of its own), and bounded in tokens. Stored as a tool
-message by the agent loop, it is never indexed again (`search.index.MEMORY_TOOL_NAMES`).
+`TOOLS` holds the two definitions (name, description, strict JSON Schema);
+`chat_tools` and `response_tools` give them as Chat Completions and Responses function
+tools. `run` executes one call for the model reading a thread and returns text, never
+raising for a bad call: the error is text the model can act on (`ToolArgumentError`
+says what to change). Every field of a result goes through
+`agentmemory.transcript.defuse`, framed as retrieved memory and bounded in tokens.
 """
 
 from __future__ import annotations
@@ -239,78 +228,3 @@ def _entry_line(entry: MemoryEntry) -> str:
         return (f"turn {entry.turn}, a nested summary (handle {defuse(entry.summary_key or '')}"
                 f", memory_expand it for its originals): {defuse(summary_text(entry.content))}")
     return f"turn {entry.turn}, {render_message(entry)}"
-
-
-# ------------------------------------------------------------------ frameworks
-
-
-def agents_tools(thread: Thread) -> list[Any]:
-    """The tools as Agents SDK ``FunctionTool``s bound to ``thread`` (the ``agents``
-    extra); each runs `run` through ``sync_to_async``, inside the SDK's event loop."""
-    from asgiref.sync import sync_to_async
-
-    from agentmemory.extras import require
-
-    agents = require("The Agents SDK memory tools (agentmemory.tools.agents_tools)", "agents")
-
-    def bound(name: str) -> Any:
-        async def invoke(context: Any, arguments: str) -> str:
-            del context
-            return await sync_to_async(run, thread_sensitive=True)(thread, name, arguments)
-
-        return invoke
-
-    return [
-        agents.FunctionTool(name=t.name, description=t.description,
-                            params_json_schema=t.parameters, on_invoke_tool=bound(t.name),
-                            strict_json_schema=True)
-        for t in TOOLS
-    ]
-
-
-def langchain_tools(thread: Thread) -> list[Any]:
-    """The tools as LangChain ``StructuredTool``s bound to ``thread`` (the ``langchain``
-    extra), with the same JSON Schemas; sync and async."""
-    from asgiref.sync import sync_to_async
-
-    from agentmemory.extras import require
-
-    tools = require("The LangChain memory tools (agentmemory.tools.langchain_tools)",
-                    "langchain_core.tools")
-
-    def bound(name: str) -> tuple[Any, Any]:
-        def call(**arguments: Any) -> str:
-            return run(thread, name, arguments)
-
-        async def acall(**arguments: Any) -> str:
-            return await sync_to_async(run, thread_sensitive=True)(thread, name, arguments)
-
-        return call, acall
-
-    out = []
-    for t in TOOLS:
-        call, acall = bound(t.name)
-        out.append(tools.StructuredTool.from_function(
-            func=call, coroutine=acall, name=t.name, description=t.description,
-            args_schema=t.parameters,
-        ))
-    return out
-
-
-__all__ = [
-    "DEFAULT_HITS",
-    "MAX_HITS",
-    "MEMORY_EXPAND",
-    "MEMORY_SEARCH",
-    "MEMORY_TOOL_NAMES_OFFERED",
-    "MIN_RESULT_TOKENS",
-    "RESULT_TOKENS",
-    "TOOLS",
-    "MemoryTool",
-    "ToolArgumentError",
-    "agents_tools",
-    "chat_tools",
-    "langchain_tools",
-    "response_tools",
-    "run",
-]
