@@ -13,7 +13,7 @@ from agentmemory.summarizers import testing
 from agentmemory.summarizers.base import ChatMessage
 from agentmemory.trust import ledger
 
-pytest_plugins = ["tests.openai_server"]
+pytest_plugins = ["tests.openai_server", "tests.admin_fixtures"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -39,18 +39,21 @@ from agentmemory.models import (
     Thread,
     summary_key,
 )
+from tests.admin_fixtures import (
+    BIG,
+    ORIGINAL,
+    VIEW_PERMISSIONS,
+    Folded,
+    append_turns,
+    logged_in,
+    make_user,
+)
 from tests.helpers import turn_messages
 
 pytestmark = pytest.mark.django_db
 
 User = get_user_model()
 
-ORIGINAL = "Order 1 left the Leipzig depot on Tuesday; courier reference QUOKKA-7731-ZED."
-BIG = 100_000
-VIEW_PERMISSIONS = [
-    f"view_{model}"
-    for model in ("thread", "memoryentry", "summary", "foldedspan", "foldlatch", "summarizercall")
-]
 SMALL_WINDOW = {
     "WINDOW": {
         "CLASS": "agentmemory.window.seams.SlidingWindow",
@@ -63,78 +66,8 @@ NOT_RETAINED = (
 )
 
 
-# ---------------------------------------------------------------- builders
-
-
-def append_turns(thread: Thread, start: int, count: int, **fields: Any) -> list[MemoryEntry]:
-    """``count`` turns with a tool call each; turn 1's answer is :data:`ORIGINAL`."""
-    batch = [m for n in range(start, start + count) for m in turn_messages(n)]
-    if start == 1:
-        batch[3]["content"] = ORIGINAL
-    return services.append(thread, batch, **fields)
-
-
-class Folded:
-    """Turns 1-9 of one thread: ``inner`` covers turns 1-3, ``outer`` covers inner and
-    turns 4-7; turns 8-9 are live. ``original`` is turn 1's answer, two levels down."""
-
-    def __init__(self, owner: Any = None) -> None:
-        self.thread = Thread.objects.create(owner=owner, title="Parcel chase", client_key="chase")
-        first = append_turns(self.thread, 1, 5)
-        inner_id = services.recall(self.thread, BIG, load_count=50).folded_summary_id
-        append_turns(self.thread, 6, 4)
-        outer_id = services.recall(self.thread, BIG, load_count=50).folded_summary_id
-        self.inner = MemoryEntry.objects.select_related("coverage").get(pk=inner_id)
-        self.outer = MemoryEntry.objects.select_related("coverage").get(pk=outer_id)
-        self.original = first[3]
-        assert self.original.content == ORIGINAL
-        assert self.inner.covered_by_id == self.outer.pk
-        assert MemoryEntry.objects.get(pk=self.original.pk).covered_by_id == self.inner.pk
-        assert ORIGINAL not in self.inner.content + self.outer.content
-
-
-@pytest.fixture
-def folded() -> Folded:
-    return Folded()
-
-
-def make_user(username: str, *permissions: str, staff: bool = True, **fields: Any) -> Any:
-    user = User.objects.create_user(username, password="pw", is_staff=staff, **fields)
-    if permissions:
-        user.user_permissions.set(
-            Permission.objects.filter(
-                content_type__app_label="agentmemory", codename__in=permissions
-            )
-        )
-    return user
-
-
-def logged_in(user: Any, **options: Any) -> Client:
-    client = Client(**options)
-    client.force_login(user)
-    return client
-
-
-@pytest.fixture
-def viewer() -> Client:
-    """Staff who may view every agentmemory page but not expand summaries."""
-    return logged_in(make_user("viewer", *VIEW_PERMISSIONS))
-
-
-@pytest.fixture
-def expander() -> Client:
-    return logged_in(make_user("expander", *VIEW_PERMISSIONS, "expand_summary"))
-
-
-@pytest.fixture
-def superuser() -> Any:
-    return User.objects.create_superuser("root", password="pw")
-
-
-@pytest.fixture
-def root(superuser: Any) -> Client:
-    return logged_in(superuser)
-
+# ---------------------------------------------------------------- page readers and builders
+# (the folded thread, the users and their clients are tests/admin_fixtures.py's)
 
 
 class ElementText(HTMLParser):

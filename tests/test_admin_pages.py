@@ -2,8 +2,8 @@
 is the one recall loads, the unfold action says what comes back, the filters select what
 the queryset rules select, and hashes, seeds and latches read as they should.
 
-The builders (a thread folded twice, users, page readers) are those of
-``tests/test_admin.py``.
+The builders and fixtures (a thread folded twice, users and their clients) are those
+of ``tests/admin_fixtures.py``; the page readers are ``tests/test_admin.py``'s.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 from datetime import timedelta
 
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
@@ -28,14 +27,9 @@ from agentmemory.models import (
     SummaryCoverage,
     Thread,
 )
+from tests.admin_fixtures import BIG, ORIGINAL, Folded, make_user
 from tests.test_admin import (
-    BIG,
-    ORIGINAL,
-    VIEW_PERMISSIONS,
-    Folded,
     changelist_action,
-    logged_in,
-    make_user,
     messages_of,
     page,
     text_by_id,
@@ -44,21 +38,6 @@ from tests.test_admin import (
 )
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def folded() -> Folded:
-    return Folded()
-
-
-@pytest.fixture
-def expander() -> Client:
-    return logged_in(make_user("expander", *VIEW_PERMISSIONS, "expand_summary"))
-
-
-@pytest.fixture
-def root() -> Client:
-    return logged_in(get_user_model().objects.create_superuser("root", password="pw"))
 
 
 def timeline(client: Client, folded: Folded) -> str:

@@ -44,6 +44,7 @@ from agentmemory.models import (
 )
 from agentmemory.permissions import REFUSAL
 from agentmemory.trust.facts import FACT_NOTE_OPENING, missing_facts_note, split_fact_note
+from tests.admin_fixtures import logged_in, make_user
 from tests.helpers import AMOUNT, DROPS_AMOUNT, ORDER, recording_settings
 
 pytestmark = pytest.mark.django_db
@@ -100,22 +101,8 @@ class World:
     clients: dict[str, Client] = field(default_factory=dict)
 
 
-def make_staff(username: str, *codenames: str) -> Any:
-    user = User.objects.create_user(username, password="pw", is_staff=True)
-    user.user_permissions.set(
-        Permission.objects.filter(content_type__app_label="agentmemory", codename__in=codenames)
-    )
-    return user
-
-
 def view_all() -> list[str]:
     return [f"view_{model}" for model in APP_MODELS]
-
-
-def client_for(user: Any) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 @pytest.fixture
@@ -157,9 +144,9 @@ def world(settings: Any) -> World:
 
 def users() -> dict[str, Any]:
     return {
-        "expander": make_staff("expander", *view_all(), "expand_summary"),
-        "viewer": make_staff("viewer", *view_all()),
-        "no-permission": make_staff("nobody"),
+        "expander": make_user("expander", *view_all(), "expand_summary"),
+        "viewer": make_user("viewer", *view_all()),
+        "no-permission": make_user("nobody"),
         "superuser": User.objects.create_superuser("root", password="pw"),
     }
 
@@ -254,7 +241,7 @@ def test_the_matrix_covers_every_url_the_app_registers(world: World) -> None:
 
 @pytest.mark.parametrize("who", USERS)
 def test_every_admin_page_shows_hidden_text_only_where_allowed(who: str, world: World) -> None:
-    client = client_for(users()[who])
+    client = logged_in(users()[who])
     allowed = canary_pages(world) if who == "expander" else set()
     wrong = []
     for key, url in page_urls(world).items():
@@ -279,7 +266,7 @@ def test_search_and_url_lookups_find_hidden_text_only_for_the_expander(
     who: str, world: World
 ) -> None:
     """A row count that answers a search would confirm hidden text a word at a time."""
-    client = client_for(users()[who])
+    client = logged_in(users()[who])
     expander = who == "expander"
     changelist = {model: reverse(f"admin:agentmemory_{model}_changelist") for model in APP_MODELS}
     # What the canary's search finds for the expander: the original and the summary whose
@@ -314,7 +301,7 @@ def test_search_and_url_lookups_find_hidden_text_only_for_the_expander(
 
 @pytest.mark.parametrize("who", USERS)
 def test_autocomplete_finds_hidden_text_only_for_the_expander(who: str, world: World) -> None:
-    client = client_for(users()[who])
+    client = logged_in(users()[who])
     sources = {("memoryentry", "covered_by"): 2, ("receiptitem", "entry"): 2,
                ("foldedspan", "nested_spans"): 1}
     for (model, field_name), found in sources.items():
@@ -343,7 +330,7 @@ def test_the_owner_reads_their_own_threads_hidden_text(world: World) -> None:
     owner.user_permissions.set(Permission.objects.filter(
         content_type__app_label="agentmemory", codename__in=view_all()
     ))
-    client = client_for(User.objects.get(pk=owner.pk))
+    client = logged_in(User.objects.get(pk=owner.pk))
     for url in (
         reverse("admin:agentmemory_summary_expand", args=[world.summary.pk]),
         reverse("admin:agentmemory_foldedspan_expand", args=[world.span.pk]),
@@ -353,7 +340,7 @@ def test_the_owner_reads_their_own_threads_hidden_text(world: World) -> None:
         response = client.get(url)
         assert response.status_code == 200 and CANARY in response.content.decode(), url
     # Someone else's thread stays hidden from them.
-    other = Thread.objects.create(owner=make_staff("carol"), title="not theirs")
+    other = Thread.objects.create(owner=make_user("carol"), title="not theirs")
     services.append(other, [{"role": "user", "content": text} for text in SPAN + KEPT])
     other_summary = services.recall(other, BIG, **FOLD).folded_summary_id
     response = client.get(reverse("admin:agentmemory_summary_expand", args=[other_summary]))
@@ -379,7 +366,7 @@ def test_expand_links_are_shown_only_to_those_they_open_for(world: World) -> Non
         reverse("admin:agentmemory_foldedspan_expand", args=[world.span.pk]),
     ]
     for who in ("expander", "viewer", "superuser"):
-        client = client_for(by_user[who])
+        client = logged_in(by_user[who])
         linked = set()
         for url in pages:
             body = client.get(url).content.decode()
@@ -392,7 +379,7 @@ def test_expand_links_are_shown_only_to_those_they_open_for(world: World) -> Non
 def test_the_timeline_links_only_pages_the_user_may_open(world: World) -> None:
     """Staff who may view threads only: the timeline names summaries and entries without
     linking pages that would refuse them."""
-    client = client_for(make_staff("threads-only", "view_thread"))
+    client = logged_in(make_user("threads-only", "view_thread"))
     body = client.get(
         reverse("admin:agentmemory_thread_timeline", args=[world.thread.pk])
     ).content.decode()
@@ -402,7 +389,7 @@ def test_the_timeline_links_only_pages_the_user_may_open(world: World) -> None:
         assert f'href="{prefix}' not in body, name
     assert "/expand/" not in body
     # With the view permissions, the same rows link their pages.
-    viewer = client_for(users()["viewer"])
+    viewer = logged_in(users()["viewer"])
     body = viewer.get(
         reverse("admin:agentmemory_thread_timeline", args=[world.thread.pk])
     ).content.decode()
@@ -415,11 +402,11 @@ def test_a_receipt_links_only_pages_the_user_may_open(world: World) -> None:
     url = reverse("admin:agentmemory_recallreceipt_change", args=[world.receipts[1].pk])
     summary = reverse("admin:agentmemory_summary_change", args=[world.summary.pk])
     entries = reverse("admin:agentmemory_memoryentry_changelist")
-    only_receipts = client_for(make_staff("receipts-only", "view_recallreceipt"))
+    only_receipts = logged_in(make_user("receipts-only", "view_recallreceipt"))
     body = only_receipts.get(url).content.decode()
     assert f"#{world.summary.pk}" in body and CANARY not in body
     assert summary not in body and f'href="{entries}' not in body
-    viewer = client_for(users()["viewer"]).get(url).content.decode()
+    viewer = logged_in(users()["viewer"]).get(url).content.decode()
     assert f'href="{summary}"' in viewer and f'href="{entries}' in viewer
 
 
@@ -427,7 +414,7 @@ def test_a_receipt_links_only_pages_the_user_may_open(world: World) -> None:
 def test_a_refused_expand_view_explains_itself_in_the_admins_look(
     who: str, world: World
 ) -> None:
-    client = client_for(users()[who])
+    client = logged_in(users()[who])
     for url, crumb in (
         (reverse("admin:agentmemory_summary_expand", args=[world.summary.pk]),
          reverse("admin:agentmemory_summary_change", args=[world.summary.pk])),
@@ -449,7 +436,7 @@ def test_a_refused_expand_view_explains_itself_in_the_admins_look(
 def test_a_user_without_view_permission_is_refused_without_learning_the_object(
     world: World,
 ) -> None:
-    client = client_for(make_staff("expander-only", "expand_summary"))
+    client = logged_in(make_user("expander-only", "expand_summary"))
     response = client.get(reverse("admin:agentmemory_summary_expand", args=[world.summary.pk]))
     assert response.status_code == 403
     body = response.content.decode()
@@ -463,7 +450,7 @@ def test_a_user_without_view_permission_is_refused_without_learning_the_object(
 
 
 def test_records_cannot_be_added_changed_or_deleted_by_a_superuser(world: World) -> None:
-    client = client_for(users()["superuser"])
+    client = logged_in(users()["superuser"])
     ids = object_ids(world)
     counts = {model: admin_model(model).objects.count() for model in RECORDS}
     for model in RECORDS:
@@ -494,7 +481,7 @@ def admin_model(name: str) -> Any:
 
 
 def test_the_fact_note_is_shown_as_agentmemorys_never_as_the_models(world: World) -> None:
-    client = client_for(users()["expander"])
+    client = logged_in(users()["expander"])
     note = missing_facts_note(world.summary.coverage.missing_facts)
     for url, text_id, note_id in (
         (reverse("admin:agentmemory_summary_expand", args=[world.summary.pk]),
@@ -515,7 +502,7 @@ def test_the_fact_note_is_shown_as_agentmemorys_never_as_the_models(world: World
 
 
 def test_the_viewer_sees_that_a_fact_note_was_withheld(world: World) -> None:
-    client = client_for(users()["viewer"])
+    client = logged_in(users()["viewer"])
     body = client.get(
         reverse("admin:agentmemory_thread_timeline", args=[world.thread.pk])
     ).content.decode()
@@ -564,6 +551,6 @@ def test_entries_of_kind_message_never_lose_text_to_the_fact_note_rule(world: Wo
     pasted = f"quoting:\n{FACT_NOTE_OPENING}{ORDER}]"
     (entry,) = services.append(world.thread, [{"role": "user", "content": pasted}])
     assert entry.kind == EntryKind.MESSAGE
-    client = client_for(users()["viewer"])
+    client = logged_in(users()["viewer"])
     url = reverse("admin:agentmemory_memoryentry_change", args=[entry.pk])
     assert ORDER in client.get(url).content.decode()

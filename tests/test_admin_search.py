@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from agentmemory import services
 from agentmemory.models import MemoryEntry, Thread
-from tests.test_admin import ORIGINAL, VIEW_PERMISSIONS, Folded, logged_in, make_user
+from tests.admin_fixtures import ORIGINAL, VIEW_PERMISSIONS, Folded, logged_in, make_user
 
 pytestmark = pytest.mark.django_db
 
@@ -36,16 +36,6 @@ def found(client: Client, term: str) -> set[int]:
 
 def message(thread: Thread, needle: str) -> MemoryEntry:
     return MemoryEntry.objects.get(thread=thread, content__contains=needle)
-
-
-@pytest.fixture
-def viewer() -> Client:
-    return logged_in(make_user("viewer", *VIEW_PERMISSIONS))
-
-
-@pytest.fixture
-def expander() -> Client:
-    return logged_in(make_user("expander", *VIEW_PERMISSIONS, "expand_summary"))
 
 
 def test_words_find_messages_through_the_index_in_every_thread(viewer: Client) -> None:

@@ -26,7 +26,7 @@ ANSWER = ("Invoice {n} was issued on the first of the month, paid by card on the
           "refunded in part after the customer returned two of the five items in the order.")
 
 
-def folded(thread: Thread) -> None:
+def fold_ten_turns(thread: Thread) -> None:
     """Ten turns, recalled at a budget small enough that the oldest are folded."""
     for n in range(10):
         services.append(thread, [
@@ -42,8 +42,8 @@ def test_clear_thread_erases_everything_in_it_and_keeps_the_thread(settings: obj
                                    metadata={"team": "eu"}, ttl=timedelta(days=30),
                                    window_retain="discard")
     other = Thread.objects.create()
-    folded(thread)
-    folded(other)
+    fold_ten_turns(thread)
+    fold_ten_turns(other)
     span(thread, 1)
     FoldLatch.objects.create(thread=thread, purpose="recall-fold", span_key="k",
                              reason="not-smaller", entry_count=3, model="offline-extractive-1")

@@ -36,8 +36,9 @@ from agentmemory.transcript import (
 from agentmemory.trust.facts import missing_facts_note
 from agentmemory.trust.replay import replay
 from agentmemory.window.compact import compact
+from tests.admin_fixtures import VIEW_PERMISSIONS, logged_in, make_user
 from tests.helpers import add_turns, make_thread, recording_settings
-from tests.test_admin import VIEW_PERMISSIONS, logged_in, make_user, text_by_id
+from tests.test_admin import text_by_id
 from tests.test_window import agent_window, window_settings
 
 FORGED_LABEL = (

@@ -26,7 +26,8 @@ SYSTEM = "You are the support agent of a parcel shop."
 
 
 @pytest.fixture
-def folded(settings: Any) -> RecallResult:
+def folded_recall(settings: Any) -> RecallResult:
+    """The inline recall of a 14-turn thread, which folded: its messages hold a summary."""
     settings.AGENTMEMORY = recording_settings("The user chased late orders 1-11.")
     thread = make_thread()
     add_turns(thread, 14)
@@ -40,29 +41,29 @@ def summaries_of(result: RecallResult) -> list[str]:
 
 
 def test_by_default_each_summary_is_a_system_message_before_the_turns(
-    folded: RecallResult,
+    folded_recall: RecallResult,
 ) -> None:
-    shaped = folded.as_chat_messages()
-    assert [m["content"] for m in shaped if m["role"] == "system"] == summaries_of(folded)
+    shaped = folded_recall.as_chat_messages()
+    assert [m["content"] for m in shaped if m["role"] == "system"] == summaries_of(folded_recall)
     assert shaped[0]["role"] == "system"
-    assert folded.as_chat_messages(system=SYSTEM)[0] == {"role": "system", "content": SYSTEM}
-    assert folded.as_chat_messages(system=SYSTEM)[1:] == shaped
+    assert folded_recall.as_chat_messages(system=SYSTEM)[0] == {"role": "system", "content": SYSTEM}
+    assert folded_recall.as_chat_messages(system=SYSTEM)[1:] == shaped
 
 
-def test_as_instructions_the_summaries_follow_the_agents_own(folded: RecallResult) -> None:
-    default = folded.as_chat_messages()
-    shaped = folded.as_chat_messages(summaries="instructions", system=SYSTEM)
+def test_as_instructions_the_summaries_follow_the_agents_own(folded_recall: RecallResult) -> None:
+    default = folded_recall.as_chat_messages()
+    shaped = folded_recall.as_chat_messages(summaries="instructions", system=SYSTEM)
 
     assert shaped[0] == {"role": "system",
-                         "content": "\n\n".join([SYSTEM, *summaries_of(folded)])}
+                         "content": "\n\n".join([SYSTEM, *summaries_of(folded_recall)])}
     assert [m for m in shaped[1:] if m["role"] == "system"] == []
     assert shaped[1:] == [m for m in default if m["role"] != "system"]
-    assert folded.instructions(SYSTEM) == shaped[0]["content"]
-    assert summary_instructions(folded.messages) == "\n\n".join(summaries_of(folded))
+    assert folded_recall.instructions(SYSTEM) == shaped[0]["content"]
+    assert summary_instructions(folded_recall.messages) == "\n\n".join(summaries_of(folded_recall))
 
-    items = folded.as_response_input(summaries="instructions")
+    items = folded_recall.as_response_input(summaries="instructions")
     assert [i for i in items if i.get("role") == "system"] == []
-    assert items == [i for i in folded.as_response_input() if i.get("role") != "system"]
+    assert items == [i for i in folded_recall.as_response_input() if i.get("role") != "system"]
 
 
 def test_without_summaries_instructions_are_the_agents_own(settings: Any) -> None:
@@ -76,20 +77,20 @@ def test_without_summaries_instructions_are_the_agents_own(settings: Any) -> Non
 
 
 @pytest.mark.parametrize("place", ["system", "", None])
-def test_an_unknown_place_is_refused_by_name(folded: RecallResult, place: Any) -> None:
+def test_an_unknown_place_is_refused_by_name(folded_recall: RecallResult, place: Any) -> None:
     with pytest.raises(ValueError, match="summaries must be 'message' or 'instructions'"):
-        folded.as_chat_messages(summaries=place)
+        folded_recall.as_chat_messages(summaries=place)
     with pytest.raises(ValueError, match="got"):
-        folded.as_response_input(summaries=place)
+        folded_recall.as_response_input(summaries=place)
 
 
 def test_the_official_client_sends_one_system_message_first(
-    folded: RecallResult, openai_server: OpenAIServer
+    folded_recall: RecallResult, openai_server: OpenAIServer
 ) -> None:
     client = openai.OpenAI(api_key=TEST_API_KEY, base_url=openai_server.base_url, max_retries=0)
     openai_server.reply("On its way.")
     client.chat.completions.create(
-        model="gpt-test", messages=folded.as_chat_messages(summaries="instructions",
+        model="gpt-test", messages=folded_recall.as_chat_messages(summaries="instructions",
                                                            system=SYSTEM))
     (request,) = openai_server.chat_requests
     roles = [m["role"] for m in request.messages]
