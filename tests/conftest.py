@@ -5,13 +5,17 @@ from __future__ import annotations
 import os
 import socket
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from django.conf import settings
+from rest_framework.test import APIClient
 
+from agentmemory.models import Thread
 from agentmemory.summarizers import testing
 from agentmemory.summarizers.base import ChatMessage
 from agentmemory.trust import ledger
+from tests.helpers import add_turns, api_client_of
 
 pytest_plugins = ["tests.openai_server", "tests.admin_fixtures"]
 
@@ -34,6 +38,14 @@ def require_service(name: str, host: str, port: int) -> None:
     if IN_CI:
         pytest.fail(f"{message}, and CI=true forbids skipping: start {name}.", pytrace=False)
     pytest.skip(f"{message}; start it to run these tests.")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "server_errors_answered: the client fixture answers a view's unhandled exception "
+        "as the 500 a caller would get instead of raising it into the test",
+    )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -155,3 +167,45 @@ def _seed_counts_in_law_modules(
         memory_settings.reload()
     yield
     memory_settings.reload()
+
+
+# ---------------------------------------------------------------- the REST API's tests
+
+
+@pytest.fixture
+def fresh_cache() -> Iterator[None]:
+    """An empty cache before and after the test, so no throttle count carries over from
+    another test (``pytest.mark.usefixtures("fresh_cache")`` in the module)."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield
+    cache.clear()
+
+
+@pytest.fixture
+def user() -> Any:
+    """Ada, a plain user: the one ``client`` acts as and ``thread`` belongs to."""
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.create_user("ada")
+
+
+@pytest.fixture
+def client(request: pytest.FixtureRequest, user: Any) -> APIClient:
+    """The REST API's test client, authenticated as ``user`` (in place of pytest-django's
+    anonymous ``client``; ``helpers.api_client_of`` builds one for another user).
+
+    Like Django's, it raises a view's unhandled exception into the test; under the marker
+    ``server_errors_answered`` (on a test or its module) it answers the 500 a caller
+    would get, for the tests that assert a request is never answered with one."""
+    answered = request.node.get_closest_marker("server_errors_answered") is not None
+    return api_client_of(user, raise_request_exception=not answered)
+
+
+@pytest.fixture
+def thread(user: Any) -> Thread:
+    """``user``'s thread "orders", with two turns in it (tool calls and all)."""
+    thread = Thread.objects.create(owner=user, title="orders")
+    add_turns(thread, 2)
+    return thread

@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import Any
 
 from django.dispatch import Signal
+from rest_framework.test import APIClient
 
 from agentmemory import services
 from agentmemory.models import MemoryEntry, Thread
@@ -134,6 +135,14 @@ class NotASeam:
 
 def make_thread(**fields: Any) -> Thread:
     return Thread.objects.create(**fields)
+
+
+def api_client_of(user: Any, **options: Any) -> APIClient:
+    """A REST API test client (DRF's ``APIClient``, built with ``options``) authenticated
+    as ``user``."""
+    client = APIClient(**options)
+    client.force_authenticate(user)
+    return client
 
 
 def user_text(number: int) -> str:

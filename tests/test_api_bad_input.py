@@ -8,12 +8,9 @@ no room to count up, a thread TTL that failed to render, and form bodies.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import override_settings
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
@@ -24,38 +21,13 @@ from agentmemory import services
 from agentmemory.api.serializers.base import MAX_BUDGET, MAX_JSON_DEPTH, MAX_TURN
 from agentmemory.api.serializers.entries import MessageSerializer
 from agentmemory.models import FoldedSpan, MemoryEntry, SummarizerCall, Thread
-from tests.helpers import add_turns, turn_messages
+from tests.helpers import turn_messages
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache"),
+              pytest.mark.server_errors_answered]
 
 API = "/api/memory/"
 HUGE = 10**40
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle_cache() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
-
-
-@pytest.fixture
-def user() -> Any:
-    return get_user_model().objects.create_user("ada")
-
-
-@pytest.fixture
-def client(user: Any) -> APIClient:
-    client = APIClient(raise_request_exception=False)
-    client.force_authenticate(user)
-    return client
-
-
-@pytest.fixture
-def thread(user: Any) -> Thread:
-    thread = Thread.objects.create(owner=user, title="orders")
-    add_turns(thread, 2)
-    return thread
 
 
 def rows() -> dict[str, int]:

@@ -3,43 +3,20 @@ thread's whole life, from creation to erasure, with every endpoint on the way.""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db.models import Sum
 from rest_framework.test import APIClient
 
 from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
 from tests.helpers import turn_messages
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache")]
 
 API = "/api/memory/"
 #: Recall knobs under which nothing folds (the summarize stage is left to the worker).
 VERBATIM = {"mode": "background", "load_count": 1000}
-
-
-@pytest.fixture(autouse=True)
-def _fresh_throttle_cache() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
-
-
-@pytest.fixture
-def user() -> Any:
-    return get_user_model().objects.create_user("ada", password="pw-ada")
-
-
-@pytest.fixture
-def client(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
-
 
 
 def url(thread_id: int, tail: str = "") -> str:

@@ -14,14 +14,12 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group, Permission
-from django.core.cache import cache
 from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
@@ -36,7 +34,7 @@ from agentmemory.models import (
     SummaryCoverage,
     Thread,
 )
-from tests.helpers import add_turns, turn_messages
+from tests.helpers import add_turns, api_client_of, turn_messages
 
 pytestmark = pytest.mark.django_db
 
@@ -152,12 +150,9 @@ def build_thread(
 
 
 @pytest.fixture(autouse=True)
-def _fast_passwords_and_fresh_throttle_cache(settings: Any) -> Iterator[None]:
+def _fast_passwords_and_fresh_throttle_cache(settings: Any, fresh_cache: None) -> None:
     # Basic and session auth hash a password per request; PBKDF2 would dominate the run.
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-    cache.clear()
-    yield
-    cache.clear()
 
 
 
@@ -207,9 +202,7 @@ def actor(name: str, world: World) -> APIClient:
 
 
 def owner_client(world: World) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(world.owner)
-    return client
+    return api_client_of(world.owner)
 
 
 def fill(endpoint: Endpoint, *, thread: int, entry: int, summary: int,

@@ -14,13 +14,11 @@ from typing import Any
 
 import jsonschema
 import pytest
-from django.contrib.auth import get_user_model
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from rest_framework.test import APIClient
 
-from agentmemory import services
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.messages import clean_message
 from agentmemory.models import MemoryEntry, Thread
@@ -28,27 +26,6 @@ from agentmemory.models import MemoryEntry, Thread
 pytestmark = pytest.mark.django_db
 
 API = "/api/memory/"
-
-
-@pytest.fixture
-def owner() -> Any:
-    return get_user_model().objects.create_user("schema-owner")
-
-
-@pytest.fixture
-def client(owner: Any) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(owner)
-    return client
-
-
-@pytest.fixture
-def thread(owner: Any) -> Thread:
-    thread = Thread.objects.create(owner=owner, title="orders")
-    services.append(thread, [{"role": "user", "content": "Where is order 7?"},
-                             {"role": "assistant", "content": "In transit."},
-                             {"role": "user", "content": "And order 8?"}])
-    return thread
 
 
 def openapi() -> dict[str, Any]:

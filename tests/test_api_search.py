@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import urlencode
@@ -20,7 +19,6 @@ import jsonschema
 import jsonschema_rs
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given
@@ -37,9 +35,10 @@ from agentmemory.search.query import (
     parse_query,
     query_pattern,
 )
-from tests.helpers import add_turns, turn_messages
+from tests.helpers import add_turns, api_client_of, turn_messages
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("fresh_cache"),
+              pytest.mark.server_errors_answered]
 
 API = "/api/memory/"
 FOLD = {"preserve_recent": 2, "trigger_min_entries": 4, "load_count": 40}
@@ -48,32 +47,15 @@ HIT_FIELDS = {"entry_id", "thread_id", "turn", "position", "role", "snippet", "s
               "covered_by", "covered_by_handle"}
 
 
-@pytest.fixture(autouse=True)
-def _fresh_throttle_cache() -> Iterator[None]:
-    cache.clear()
-    yield
-    cache.clear()
-
-
 @pytest.fixture
-def ada() -> Any:
-    return get_user_model().objects.create_user("ada")
+def ada(user: Any) -> Any:
+    """The conftest's ``user`` (whom ``client`` acts as), by name beside bob."""
+    return user
 
 
 @pytest.fixture
 def bob() -> Any:
     return get_user_model().objects.create_user("bob")
-
-
-def client_of(user: Any) -> APIClient:
-    client = APIClient(raise_request_exception=False)
-    client.force_authenticate(user)
-    return client
-
-
-@pytest.fixture
-def client(ada: Any) -> APIClient:
-    return client_of(ada)
 
 
 def say(thread: Thread, *texts: str, role: str = "user", now: datetime | None = None
@@ -144,14 +126,17 @@ def test_an_owner_wide_search_reaches_every_thread_of_the_caller_and_no_other(
             say(second, "A zeppelin was seen over the depot.")[0].pk]
     bobs = say(theirs, "Bob's zeppelin is the red one.")[0].pk
 
-    ada_hits = search(client_of(ada), "search/", q="zeppelin")["results"]
+    ada_hits = search(api_client_of(ada, raise_request_exception=False), "search/",
+                      q="zeppelin")["results"]
     assert sorted(hit["entry_id"] for hit in ada_hits) == sorted(mine)
     assert {hit["thread_id"] for hit in ada_hits} == {first.pk, second.pk}
-    bob_hits = search(client_of(bob), "search/", q="zeppelin")["results"]
+    bob_hits = search(api_client_of(bob, raise_request_exception=False), "search/",
+                      q="zeppelin")["results"]
     assert [(hit["entry_id"], hit["thread_id"]) for hit in bob_hits] == [(bobs, theirs.pk)]
     # A user with no threads finds nothing, not everything.
     loner = get_user_model().objects.create_user("loner")
-    assert search(client_of(loner), "search/", q="zeppelin") == {"results": []}
+    loner_client = api_client_of(loner, raise_request_exception=False)
+    assert search(loner_client, "search/", q="zeppelin") == {"results": []}
 
 
 def test_another_users_thread_answers_404_like_a_missing_one(
@@ -354,7 +339,7 @@ def test_any_query_text_answers_200_or_a_400_naming_q(
 def test_a_search_costs_the_same_queries_for_one_hit_and_for_fifty(
     ada: Any,
 ) -> None:
-    client = client_of(ada)
+    client = api_client_of(ada, raise_request_exception=False)
     few, many = Thread.objects.create(owner=ada), Thread.objects.create(owner=ada)
     say(few, "One zeppelin here.")
     say(many, *[f"Zeppelin number {n}." for n in range(60)])

@@ -50,6 +50,10 @@ from tests.helpers import add_turns, recording_settings, turn_messages
 
 API = "/api/memory/"
 
+#: A race must never be answered with a 500: the client fixture answers an unhandled
+#: exception as one, which the tests refuse, instead of raising it.
+pytestmark = pytest.mark.server_errors_answered
+
 #: What the summarizer below erases while its call is in flight: ("thread", id) or
 #: ("entry", id). Another request's DELETE, arriving mid-fold.
 ERASE_DURING_CALL: list[tuple[str, int]] = []
@@ -72,17 +76,8 @@ def inline_folds() -> dict[str, Any]:
     )
 
 
-@pytest.fixture
-def client() -> APIClient:
-    user = get_user_model().objects.create_user("ada")
-    client = APIClient(raise_request_exception=False)
-    client.force_authenticate(user)
-    client.user = user  # type: ignore[attr-defined]
-    return client
-
-
-def owned_thread(client: APIClient, turns: int = 6) -> Thread:
-    thread = Thread.objects.create(owner=client.user)  # type: ignore[attr-defined]
+def owned_thread(owner: Any, turns: int = 6) -> Thread:
+    thread = Thread.objects.create(owner=owner)
     add_turns(thread, turns)
     return thread
 
@@ -91,9 +86,11 @@ def owned_thread(client: APIClient, turns: int = 6) -> Thread:
 
 
 @pytest.mark.django_db
-def test_a_thread_erased_during_a_folding_recall_answers_404(client: APIClient) -> None:
+def test_a_thread_erased_during_a_folding_recall_answers_404(
+    client: APIClient, user: Any,
+) -> None:
     with override_settings(AGENTMEMORY=inline_folds()):
-        thread = owned_thread(client)
+        thread = owned_thread(user)
         ERASE_DURING_CALL[:] = [("thread", thread.pk)]
         response = client.post(f"{API}threads/{thread.pk}/recall/", {"budget_tokens": 4000},
                                format="json")
@@ -101,15 +98,15 @@ def test_a_thread_erased_during_a_folding_recall_answers_404(client: APIClient) 
     assert not Thread.objects.filter(pk=thread.pk).exists()
     assert not MemoryEntry.objects.exists()
     # The paid call is still counted, against the owner, as an erasure leaves it.
-    assert SummarizerCall.objects.filter(thread=None, owner=client.user).count() == 1  # type: ignore[attr-defined]
+    assert SummarizerCall.objects.filter(thread=None, owner=user).count() == 1
 
 
 @pytest.mark.django_db
 def test_an_entry_erased_during_a_fold_leaves_no_summary_and_answers_409(
-    client: APIClient,
+    client: APIClient, user: Any,
 ) -> None:
     with override_settings(AGENTMEMORY=inline_folds()):
-        thread = owned_thread(client)
+        thread = owned_thread(user)
         # An entry inside the span the recall folds (the newest 20 load, 2 stay verbatim).
         first = MemoryEntry.objects.filter(thread=thread).order_by("position")[9]
         ERASE_DURING_CALL[:] = [("entry", first.pk)]
@@ -148,14 +145,14 @@ def test_a_receipt_never_names_what_was_erased_after_the_load() -> None:
 @pytest.mark.django_db
 @pytest.mark.parametrize("erased", ["thread", "original"])
 def test_a_summary_erased_after_the_read_that_found_it_edited_is_not_reported(
-    client: APIClient, erased: str,
+    user: Any, erased: str,
 ) -> None:
     """The read that checks signatures and the report are two steps: a concurrent
     erasure between them (of the thread, or of an original and every summary built on
     it) left the report a summary that is gone, or whose sources were read after the
     erasure, and a 500 (seen under the mix below). Checked again under the lock, nothing
     is reported and nothing written."""
-    thread = owned_thread(client)
+    thread = owned_thread(user)
     with override_settings(AGENTMEMORY=inline_folds()):
         summary = services.fold(thread).summary
     assert summary is not None
@@ -179,8 +176,8 @@ def test_a_summary_erased_after_the_read_that_found_it_edited_is_not_reported(
 
 
 @pytest.mark.django_db
-def test_writes_to_a_thread_erased_meanwhile_raise_thread_gone(client: APIClient) -> None:
-    thread = owned_thread(client)
+def test_writes_to_a_thread_erased_meanwhile_raise_thread_gone(user: Any) -> None:
+    thread = owned_thread(user)
     with override_settings(AGENTMEMORY=inline_folds()):
         summary = services.fold(thread).summary
     assert summary is not None
@@ -201,9 +198,9 @@ def test_writes_to_a_thread_erased_meanwhile_raise_thread_gone(client: APIClient
 
 @pytest.mark.django_db
 def test_an_append_to_a_deleted_thread_answers_404_and_writes_nothing(
-    client: APIClient,
+    client: APIClient, user: Any,
 ) -> None:
-    thread = owned_thread(client, 1)
+    thread = owned_thread(user, 1)
     assert client.delete(f"{API}threads/{thread.pk}/").status_code == 204
     response = client.post(f"{API}threads/{thread.pk}/entries/",
                            {"role": "user", "content": "still there?"}, format="json")

@@ -8,13 +8,10 @@ Shapes are checked against the ``openai`` package's own types; nothing of ours i
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
 import pytest
-from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from openai.types.chat import (
@@ -52,6 +49,7 @@ from agentmemory.shapes import (
     ITEM_PROVIDER_FIELDS,
     PROVIDER_KEY,
 )
+from tests.helpers import api_client_of
 
 pytestmark = pytest.mark.django_db
 
@@ -183,13 +181,10 @@ def test_chat_messages_over_rest_come_back_as_they_went_in(
 
 
 @pytest.fixture
-def api() -> Iterator[tuple[APIClient, Thread]]:
-    cache.clear()
-    user = get_user_model().objects.create_user("ada")
-    client = APIClient(raise_request_exception=False)
-    client.force_authenticate(user)
-    yield client, Thread.objects.create(owner=user)
-    cache.clear()
+def api(fresh_cache: None, user: Any) -> tuple[APIClient, Thread]:
+    """An API client of ``user``'s that answers a 500 instead of raising, and an empty
+    thread of theirs."""
+    return api_client_of(user, raise_request_exception=False), Thread.objects.create(owner=user)
 
 
 # ---------------------------------------------------------------- the SDK's own objects

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
-from django.core.cache import cache
 from django.test import override_settings
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -147,12 +145,13 @@ TOOLS = [{"type": "function", "function": {
 
 
 @pytest.fixture
-def client(openai_server: OpenAIServer) -> OpenAI:
+def openai_client(openai_server: OpenAIServer) -> OpenAI:
+    """The official ``openai`` client, pointed at the loopback server."""
     return OpenAI(api_key=TEST_API_KEY, base_url=openai_server.base_url, max_retries=0)
 
 
 def test_chat_turn_runs_a_tool_loop_with_the_official_client(
-    openai_server: OpenAIServer, client: OpenAI
+    openai_server: OpenAIServer, openai_client: OpenAI
 ) -> None:
     openai_server.script(
         Reply(tool_calls=({"id": "call_1", "name": "lookup_order",
@@ -161,6 +160,7 @@ def test_chat_turn_runs_a_tool_loop_with_the_official_client(
         Reply("You are welcome."),
     )
     thread = Thread.objects.create()
+    client = openai_client  # the name the snippet in docs/agent-loop.md reads
     # --8<-- [start:chat-turn]
     for text in ["Where is my order NW-48217?", "Thanks!"]:
         reply = chat_turn(client, thread, text, model="gpt-4o-mini", budget_tokens=4000,
@@ -197,7 +197,7 @@ def test_chat_turn_runs_a_tool_loop_with_the_official_client(
 
 
 def test_chat_turn_sends_one_prompt_cache_key_per_thread(
-    openai_server: OpenAIServer, client: OpenAI
+    openai_server: OpenAIServer, openai_client: OpenAI
 ) -> None:
     """Every request of a thread, tool rounds included, carries the thread's key; another
     thread has another; the key names neither the thread's id nor anything of its owner."""
@@ -209,9 +209,9 @@ def test_chat_turn_sends_one_prompt_cache_key_per_thread(
     first = Thread.objects.create(title="Ada Lovelace's orders", client_key="ada@example.com")
     second = Thread.objects.create()
     for text in ["Where is my order NW-48217?", "Thanks!"]:
-        chat_turn(client, first, text, model=TEST_MODEL, budget_tokens=4000,
+        chat_turn(openai_client, first, text, model=TEST_MODEL, budget_tokens=4000,
                   tools=TOOLS, call_tool=lookup_order)
-    chat_turn(client, second, "Hi", model=TEST_MODEL, budget_tokens=4000)
+    chat_turn(openai_client, second, "Hi", model=TEST_MODEL, budget_tokens=4000)
 
     keys = [request.body.get("prompt_cache_key") for request in openai_server.chat_requests]
     assert keys == [prompt_cache_key(first)] * 3 + [prompt_cache_key(second)]
@@ -235,31 +235,31 @@ def test_chat_turn_sends_one_prompt_cache_key_per_thread(
     ],
 )
 def test_chat_turn_sends_the_callers_own_prompt_cache_key_instead(
-    openai_server: OpenAIServer, client: OpenAI, given: dict[str, Any], sent: str | None
+    openai_server: OpenAIServer, openai_client: OpenAI, given: dict[str, Any], sent: str | None
 ) -> None:
     thread = Thread.objects.create()
-    chat_turn(client, thread, "Hi", model=TEST_MODEL, budget_tokens=4000, **given)
+    chat_turn(openai_client, thread, "Hi", model=TEST_MODEL, budget_tokens=4000, **given)
     (request,) = openai_server.chat_requests
     assert request.body.get("prompt_cache_key") == sent
     assert ("prompt_cache_key" in request.body) is (sent is not None)
 
 
 def test_chat_turn_stops_a_model_that_never_stops_calling_tools(
-    openai_server: OpenAIServer, client: OpenAI
+    openai_server: OpenAIServer, openai_client: OpenAI
 ) -> None:
     call = {"id": "call_x", "name": "lookup_order", "arguments": '{"order": "A"}'}
     openai_server.script(*[Reply(tool_calls=({**call, "id": f"call_{n}"},)) for n in range(3)])
     thread = Thread.objects.create()
     with pytest.raises(ToolLoopError, match="after 3 rounds"):
-        chat_turn(client, thread, "loop", model=TEST_MODEL, budget_tokens=4000,
+        chat_turn(openai_client, thread, "loop", model=TEST_MODEL, budget_tokens=4000,
                   tools=TOOLS, call_tool=lookup_order, max_rounds=3)
     assert len(openai_server.chat_requests) == 3
 
 
-def test_chat_turn_with_tools_and_nothing_to_run_them_writes_nothing(client: OpenAI) -> None:
+def test_chat_turn_with_tools_and_nothing_to_run_them_writes_nothing(openai_client: OpenAI) -> None:
     thread = Thread.objects.create()
     with pytest.raises(ToolLoopError, match="call_tool"):
-        chat_turn(client, thread, "hi", model=TEST_MODEL, budget_tokens=4000, tools=TOOLS)
+        chat_turn(openai_client, thread, "hi", model=TEST_MODEL, budget_tokens=4000, tools=TOOLS)
     assert not MemoryEntry.objects.filter(thread=thread).exists()
 
 
@@ -267,11 +267,9 @@ def test_chat_turn_with_tools_and_nothing_to_run_them_writes_nothing(client: Ope
 
 
 @pytest.fixture
-def api() -> Iterator[tuple[APIClient, Thread]]:
-    cache.clear()
-    user = get_user_model().objects.create_user("ada", password="pw")
-    api = APIClient()
-    api.force_authenticate(user)
+def api(fresh_cache: None, client: APIClient, user: Any) -> tuple[APIClient, Thread]:
+    """The API client of ``user`` and a thread of theirs with one turn: a tool call, its
+    result and the answer."""
     thread = Thread.objects.create(owner=user)
     services.append(thread, [
         {"role": "user", "content": "Where is NW-48217?"},
@@ -280,8 +278,7 @@ def api() -> Iterator[tuple[APIClient, Thread]]:
         {"role": "tool", "tool_call_id": "call_1", "content": "shipped"},
         {"role": "assistant", "content": "It shipped."},
     ])
-    yield api, thread
-    cache.clear()
+    return client, thread
 
 
 @pytest.mark.parametrize(("shape", "field", "method"), [

@@ -32,7 +32,14 @@ from agentmemory.summarizers import testing
 from agentmemory.trust import ledger
 from agentmemory.trust.savings import savings, summary_savings
 from agentmemory.window.compact import compact
-from tests.helpers import PLAIN, add_user_messages, capture, make_thread, recording_settings
+from tests.helpers import (
+    PLAIN,
+    add_user_messages,
+    api_client_of,
+    capture,
+    make_thread,
+    recording_settings,
+)
 from tests.openai_server import OpenAIServer
 
 pytestmark = pytest.mark.django_db
@@ -50,12 +57,6 @@ def _clean() -> Iterator[None]:
 @pytest.fixture
 def owner() -> Any:
     return get_user_model().objects.create_user("ada", password="pw-ada")
-
-
-def client_for(user: Any) -> APIClient:
-    client = APIClient()
-    client.force_authenticate(user)
-    return client
 
 
 def get(client: APIClient, path: str) -> Any:
@@ -135,7 +136,7 @@ def test_the_daily_quota_stops_folds_at_the_limit_and_the_ledger_matches_the_ser
     for (thread, _), (prompt_tokens, completion_tokens) in zip(threads, [*usage, (0, 0)],
                                                                 strict=True):
         assert savings(thread=thread)["spent_tokens"] == prompt_tokens + completion_tokens
-    client = client_for(owner)
+    client = api_client_of(owner)
     assert get(client, f"{API}savings/")["spent_tokens"] == server_total
     for (thread, _), (prompt_tokens, completion_tokens) in zip(threads[:2], usage, strict=True):
         totals = get(client, f"{API}threads/{thread.pk}/usage/")["totals"]
@@ -321,7 +322,7 @@ def test_savings_per_summary_thread_and_owner_in_python_and_the_api(
     assert for_owner["summary_loads"] == 3
     assert for_owner["ratio"] == round(for_owner["saved_tokens"] / 1_400, 3)
 
-    client = client_for(owner)
+    client = api_client_of(owner)
     assert get(client, f"{API}threads/{thread.pk}/savings/") == for_thread
     assert get(client, f"{API}threads/{second_thread.pk}/savings/") == other
     assert get(client, f"{API}savings/") == for_owner
@@ -333,7 +334,7 @@ def test_savings_of_a_thread_that_spent_nothing_has_no_ratio(owner: Any) -> None
         "spent_tokens": 0, "saved_tokens": 0, "summary_loads": 0, "net_tokens": 0,
         "ratio": None,
     }
-    assert get(client_for(owner), f"{API}threads/{thread.pk}/savings/")["ratio"] is None
+    assert get(api_client_of(owner), f"{API}threads/{thread.pk}/savings/")["ratio"] is None
 
 
 def test_owner_spending_survives_the_erasure_of_the_thread(

@@ -27,6 +27,7 @@ from tests.helpers import (
     PLAIN,
     add_turns,
     add_user_messages,
+    api_client_of,
     make_thread,
     numbered,
     recording_settings,
@@ -63,9 +64,7 @@ def ids(result: services.RecallResult) -> list[int]:
 
 def api_client(username: str) -> tuple[Any, APIClient]:
     user = get_user_model().objects.create_user(username, password=f"pw-{username}")
-    client = APIClient()
-    client.force_authenticate(user)
-    return user, client
+    return user, api_client_of(user)
 
 
 def get(client: APIClient, path: str, status: int = 200) -> Any:
