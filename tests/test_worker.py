@@ -595,32 +595,53 @@ def test_append_survives_a_broker_outage_and_sweep_recovers(
 # ---------------------------------------------------------------- 4. a worker killed mid-fold
 
 
+def kill_a_fold_in_flight(
+    start_worker: Callable[..., Worker],
+    openai_server: OpenAIServer,
+    use_memory_settings: Callable[..., None],
+    kill: Callable[[Worker], None],
+    *,
+    title: str,
+    transport_options: dict[str, Any] | None = None,
+) -> tuple[dict[str, Any], Worker, Thread]:
+    """Start a worker whose summarizer's first call hangs, append the 20 messages that
+    make a fold due, and ``kill`` the worker (or a part of it) once it is inside that call.
+
+    Asserts what the killed attempt leaves: no summary, and the call's reservation in the
+    ledger (the call was made, so it stays counted at its estimate). Returns the settings,
+    the worker and the thread (titled ``title``)."""
+    memory = memory_settings(openai_summarizer(openai_server, timeout=10.0))
+    use_memory_settings(memory)
+    openai_server.delay(30.0)  # the first call is in flight until the kill
+    worker = start_worker(memory, transport_options=transport_options)
+    thread = Thread.objects.create(title=title)
+
+    append_messages(thread, range(1, 21))
+    openai_server.wait_for_requests(1, timeout=30)
+    kill(worker)
+
+    assert summaries(thread) == []
+    outcomes = SummarizerCall.objects.filter(thread=thread).values_list("outcome", flat=True)
+    assert list(outcomes) == [CallOutcome.RESERVED]
+    return memory, worker, thread
+
+
 def test_a_worker_killed_mid_fold_leaves_nothing_and_the_fold_is_redelivered(
     start_worker: Callable[..., Worker],
     broker: Broker,
     openai_server: OpenAIServer,
     use_memory_settings: Callable[..., None],
 ) -> None:
-    memory = memory_settings(openai_summarizer(openai_server, timeout=10.0))
-    use_memory_settings(memory)
     # A message unacked for 3 s is redelivered; workers look every second. (The kill
     # comes well within those 3 s, so the first worker never redelivers to itself.)
     transport = {"visibility_timeout": 3, "unacked_restore_interval": 1,
                  "unacked_restore_throttle": 1}  # fmt: skip
-    openai_server.delay(30.0)  # the first call is in flight until the worker dies
-    worker = start_worker(memory, transport_options=transport)
-    thread = Thread.objects.create(title="killed")
-
-    append_messages(thread, range(1, 21))
+    memory, _, thread = kill_a_fold_in_flight(
+        start_worker, openai_server, use_memory_settings, Worker.kill,
+        title="killed", transport_options=transport,
+    )
     assert len(broker.published) == 1
-    openai_server.wait_for_requests(1, timeout=30)
-    worker.kill()
-
-    assert summaries(thread) == []
     assert not MemoryEntry.objects.filter(thread=thread, covered_by__isnull=False).exists()
-    # The call was made: its reservation stays in the ledger, counted at its estimate.
-    outcomes = SummarizerCall.objects.filter(thread=thread).values_list("outcome", flat=True)
-    assert list(outcomes) == [CallOutcome.RESERVED]
     assert broker.redis.hlen("unacked") == 1, "acks_late: the killed fold stays unacknowledged"
 
     worker = start_worker(memory, transport_options=transport)
@@ -651,18 +672,10 @@ def test_a_pool_process_killed_mid_fold_is_requeued_by_its_worker(
     use_memory_settings: Callable[..., None],
 ) -> None:
     """reject_on_worker_lost: the surviving main process requeues what its child ran."""
-    memory = memory_settings(openai_summarizer(openai_server, timeout=10.0))
-    use_memory_settings(memory)
-    openai_server.delay(30.0)
-    worker = start_worker(memory)  # the default visibility timeout: an hour
-    thread = Thread.objects.create(title="pool killed")
-
-    append_messages(thread, range(1, 21))
-    openai_server.wait_for_requests(1, timeout=30)
-    worker.kill_pool()
-    assert summaries(thread) == []
-    outcomes = SummarizerCall.objects.filter(thread=thread).values_list("outcome", flat=True)
-    assert list(outcomes) == [CallOutcome.RESERVED]
+    # The default visibility timeout (an hour): no redelivery but the worker's requeue.
+    _, worker, thread = kill_a_fold_in_flight(
+        start_worker, openai_server, use_memory_settings, Worker.kill_pool, title="pool killed"
+    )
 
     wait_until(lambda: summaries(thread), 30, "the requeued fold", worker)
     assert len(openai_server.chat_requests) == 2
