@@ -3,6 +3,7 @@ and what a call that raises leaves behind (docs/python-api.md)."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import inspect
 from datetime import timedelta
@@ -31,9 +32,34 @@ def test_every_public_function_and_class_of_the_modules_is_exported() -> None:
             and value.__module__ == module.__name__
         }
         assert own <= set(services.__all__), (name, own - set(services.__all__))
-    # Every listed name is there, once (a name listed but not imported fails here).
-    assert [attr for attr in services.__all__ if not hasattr(services, attr)] == []
     assert len(services.__all__) == len(set(services.__all__)), "a name is listed twice"
+
+
+def imported_from() -> dict[str, str]:
+    """Each name ``agentmemory/services/__init__.py`` imports, and the module it names."""
+    tree = ast.parse(inspect.getsource(services))
+    return {
+        alias.asname or alias.name: node.module
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module and node.module != "__future__"
+        for alias in node.names
+    }
+
+
+def test_every_exported_name_is_the_very_object_its_module_defines() -> None:
+    """``services.X`` is the object the module it is imported from holds, and a function
+    or class is that of the module that defines it: not a submodule of the same name,
+    not something bound over it later, not a wrapper with another home."""
+    sources = imported_from()
+    # Every import is listed and every listed name imported, each from one module.
+    assert sorted(sources) == sorted(services.__all__)
+    for name in services.__all__:
+        exported = getattr(services, name)
+        assert exported is getattr(importlib.import_module(sources[name]), name), name
+        if inspect.isfunction(exported) or inspect.isclass(exported):
+            home = importlib.import_module(exported.__module__)
+            assert exported.__qualname__ == name, (name, exported.__qualname__)
+            assert getattr(home, name) is exported, (name, exported.__module__)
 
 
 CALLS: list[int] = []
