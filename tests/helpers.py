@@ -13,6 +13,7 @@ import json
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -131,6 +132,32 @@ class KeepNewest:
 
 class NotASeam:
     """Importable and constructible, but has no ``select``: a WINDOW that must fail E011."""
+
+
+@dataclass
+class Message:
+    """A message as a summarizer's rendering reads it, without a database row."""
+
+    role: str
+    content: str
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)
+    tool_name: str = ""
+    is_summary: bool = False
+
+
+#: A sliding window of four messages: a fold once the window holds more.
+SLIDING_FOUR = {"CLASS": "agentmemory.window.seams.SlidingWindow", "OPTIONS": {"MAX_MESSAGES": 4}}
+
+
+def refund_queue() -> list[dict[str, str]]:
+    """An agent window to compact: a request, then eight refund messages, the agent's and
+    the user's by turns (a new list each call, for a test to change)."""
+    return [{"role": "user", "content": "Handle the refunds in the queue."}] + [
+        {"role": ("assistant", "user")[n % 2],
+         "content": f"Refund request {n}: the parcel never arrived and the customer asks "
+         "for the money back on the original card, as the shop promised."}
+        for n in range(8)
+    ]
 
 
 def make_thread(**fields: Any) -> Thread:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from io import StringIO
+from typing import Any
 
 import pytest
 from django.contrib.auth import get_user_model
@@ -68,15 +69,17 @@ def recalled(thread: Thread, **overrides: object) -> list[tuple[int, str, str]]:
     return [(m.id, m.kind, m.content) for m in result.messages]
 
 
-def span(thread: Thread, n: int) -> FoldedSpan:
+def span(thread: Thread, n: int, *, message_count: int = 2, **fields: Any) -> FoldedSpan:
+    """A window fold's span numbered ``n`` in ``thread`` (``fields`` set the rest)."""
     return FoldedSpan.objects.create(
         thread=thread,
         fingerprint=f"f{n}",
         span_fingerprint=f"s{n}",
         content=f"[summary {n}]",
-        message_count=2,
+        message_count=message_count,
         model="offline-extractive-1",
         retain="conversation",
+        **fields,
     )
 
 

@@ -5,7 +5,6 @@ read only from an earlier summary's own lines."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -28,23 +27,13 @@ from agentmemory.transcript import (
 )
 from agentmemory.trust.facts import check_facts, extract_facts
 from agentmemory.window.frame import frame_label
+from tests.helpers import Message
 
 #: The defaults of ``MAX_SHARE`` (of the span's tokens) and ``MAX_TOKENS``.
 SHARE = 0.6
 CAP = 600
 FACTS_LINE = "- facts: "
 MORE_FACTS = re.compile(r"^- and (\d+) more facts$", re.M)
-
-
-@dataclass
-class Message:
-    """A message as rendering reads it, without a database row."""
-
-    role: str
-    content: str
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    tool_name: str = ""
-    is_summary: bool = False
 
 
 def offline(**options: Any) -> OfflineSummarizer:

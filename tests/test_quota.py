@@ -34,11 +34,13 @@ from agentmemory.trust.savings import savings, summary_savings
 from agentmemory.window.compact import compact
 from tests.helpers import (
     PLAIN,
+    SLIDING_FOUR,
     add_user_messages,
     api_client_of,
     capture,
     make_thread,
     recording_settings,
+    refund_queue,
 )
 from tests.openai_server import OpenAIServer
 
@@ -250,15 +252,9 @@ def test_window_compaction_obeys_the_quota(settings: Any, owner: Any) -> None:
     settings.AGENTMEMORY = recording_settings(
         PLAIN,
         DAILY_TOKEN_QUOTA=10_000,
-        WINDOW={"CLASS": "agentmemory.window.seams.SlidingWindow",
-                "OPTIONS": {"MAX_MESSAGES": 4}},
+        WINDOW=SLIDING_FOUR,
     )
-    window = [{"role": "user", "content": "Handle the refunds in the queue."}] + [
-        {"role": ("assistant", "user")[n % 2],
-         "content": f"Refund request {n}: the parcel never arrived and the customer asks "
-         "for the money back on the original card, as the shop promised."}
-        for n in range(8)
-    ]
+    window = refund_queue()
     thread = make_thread(owner=owner)
     assert compact(thread, window).span is not None  # under the quota: folds
 

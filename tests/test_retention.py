@@ -12,6 +12,7 @@ from django.db.models import Count, F, Q
 from agentmemory import services
 from agentmemory.models import FoldedSpan, MemoryEntry, SummaryCoverage, SummarySource, Thread
 from agentmemory.querysets import unexpired_q
+from tests.test_erasure import span
 
 T0 = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 HOUR = timedelta(hours=1)
@@ -43,16 +44,7 @@ def conversation(thread: Thread, turns: int, step: timedelta = timedelta(minutes
 
 
 def expired_span(thread: Thread, expires_at: datetime | None, n: int) -> FoldedSpan:
-    return FoldedSpan.objects.create(
-        thread=thread,
-        fingerprint=f"f{n}",
-        span_fingerprint=f"s{n}",
-        content=f"[summary {n}]",
-        message_count=3,
-        model="offline-extractive-1",
-        retain="conversation",
-        expires_at=expires_at,
-    )
+    return span(thread, n, message_count=3, expires_at=expires_at)
 
 
 def assert_consistent(now: datetime) -> None:

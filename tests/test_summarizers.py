@@ -14,7 +14,6 @@ import sys
 import traceback
 import urllib.error
 import urllib.request
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
@@ -42,19 +41,10 @@ from agentmemory.transcript import (
     TRANSCRIPT_CLOSE,
     TRANSCRIPT_OPEN,
 )
+from tests.helpers import Message
 from tests.openai_server import CHAT_PATH, TEST_API_KEY, TEST_MODEL, OpenAIServer
 
 OPENAI_BACKEND = "agentmemory.summarizers.openai.OpenAISummarizer"
-
-
-@dataclass
-class Message:
-    """A window message: what rendering reads, without a database row."""
-
-    role: str
-    content: str
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    tool_name: str = ""
 
 
 SPAN = [
