@@ -116,9 +116,10 @@ def test_a_frame_finds_nothing_in_another_thread() -> None:
 
 
 @pytest.mark.django_db
-def test_a_frame_shared_by_two_older_spans_answers_neither() -> None:
-    """Folds made before frames carried their reference can share a frame: the lookup
-    then names neither rather than hand one run the other's originals."""
+def test_a_frame_shared_by_two_spans_answers_neither() -> None:
+    """Two spans of a thread written with one frame (not by `compact`, whose frames carry
+    their fold's reference): the lookup names neither rather than hand one run the
+    other's originals."""
     thread = Thread.objects.create()
     content = "[compacted conversation: 2 earlier messages were folded]\nRefunded."
     for arguments in (A, B):

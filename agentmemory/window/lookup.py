@@ -30,16 +30,16 @@ def folded_span_for(thread: Thread, message: Mapping[str, Any] | str) -> FoldedS
     words has another hash and finds nothing. A span folded under ``discard`` comes
     back with ``messages`` = None, so "no span", "a span without originals" and "a
     span with originals" are three different answers. Only this thread's spans are
-    searched, and a frame shared by two of them (possible only for folds made before
-    frames carried their fold's reference) answers None rather than either one.
+    searched. `compact` gives every frame its fold's reference, so no two of its spans
+    share a frame; should two rows of a thread share one all the same (written some
+    other way), the lookup answers None rather than either one.
     """
     fingerprint = summary_fingerprint(_content_of(message))
     candidates = list(
         FoldedSpan.objects.filter(thread=thread, fingerprint=fingerprint).untampered()[:2]
     )
     if len(candidates) > 1:
-        # Frames carry their fold's reference since 0004; two folds made before it can
-        # share a frame, and picking one could hand back another run's originals.
+        # Picking one could hand back another run's originals.
         logger.warning(
             "agentmemory: %s folded spans of thread %s share the frame %s; the lookup "
             "answers none of them.",

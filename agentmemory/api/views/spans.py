@@ -71,7 +71,7 @@ class FoldLookup(MemoryAPIView):
         responses=LookupResponseSerializer,
         description="The span this thread recorded for a summary message, joined by a hash "
         "of its whole content; span null: no fold of this thread was recorded for it (or "
-        "several folds made before frames carried their reference share it).",
+        "several of its spans share that content).",
     )
     def post(self, request: Request, thread_id: int) -> Response:
         thread = self.thread()
