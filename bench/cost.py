@@ -113,9 +113,13 @@ def run_agentmemory(
     }
 
 
-def worker(workload: str, budget: int, mode: str, per_turn: bool = False) -> dict[str, Any]:
+def worker(
+    workload: str, budget: int, mode: str, per_turn: bool = False,
+    overrides: dict[str, Any] | None = None,
+) -> dict[str, Any]:
     """One run with its own loopback stub (and, for agentmemory, its own database);
-    ``per_turn``: agentmemory's context, shared and cached tokens of every turn as well."""
+    ``per_turn``: agentmemory's context, shared and cached tokens of every turn as well;
+    ``overrides``: AGENTMEMORY settings over the defaults (agentmemory's runs)."""
     began = time.perf_counter()
     with loopback_server(SUMMARY) as server:
         if mode in PEERS:
@@ -128,7 +132,8 @@ def worker(workload: str, budget: int, mode: str, per_turn: bool = False) -> dic
                 out = {key: out[key] for key in ("settings", "versions", "cost", "not_verbatim",
                                                  "orphan_turns", "originals_kept", "elapsed_s")}
         else:
-            out = _agentmemory_worker(server.base_url, workload, budget, mode, per_turn)
+            out = _agentmemory_worker(server.base_url, workload, budget, mode, per_turn,
+                                      overrides or {})
             out.update(call_kinds(server.chat_requests))
         out["stub"] = server.totals()
     out.update(workload=workload, budget=budget, mode=mode, wall_s=time.perf_counter() - began)
@@ -162,12 +167,14 @@ def call_kinds(requests: list[Any]) -> dict[str, int]:
 
 
 def _agentmemory_worker(
-    base_url: str, workload: str, budget: int, mode: str, per_turn: bool
+    base_url: str, workload: str, budget: int, mode: str, per_turn: bool,
+    overrides: dict[str, Any],
 ) -> dict[str, Any]:
     database = economy.scratch_database("sqlite", "")
     os.environ["OPENAI_API_KEY"] = economy.API_KEY
     settings = economy.summarizer_settings(base_url)
     settings["RECALL_MODE"] = mode
+    settings.update(overrides)
     setup_django(database.engine, database.name, settings, migrate=True)
     try:
         if mode == "background":
@@ -286,13 +293,16 @@ def main() -> None:
     parser.add_argument("--mode", choices=MODES)
     parser.add_argument("--per-turn", action="store_true",
                         help="agentmemory: every turn's context, shared and cached tokens too")
+    parser.add_argument("--settings", default="{}",
+                        help='one run: AGENTMEMORY settings over the defaults, as JSON, e.g. '
+                        '\'{"FOLD_HIGH_WATER": 0.5}\'')
     parser.add_argument("--out", default="", help="JSON file (default: print)")
     args = parser.parse_args()
     if args.all:
         result = json.dumps({"cost": measure(args.skip_peers)}, indent=1)
     elif args.workload and args.budget and args.mode:
-        result = json.dumps(worker(args.workload, args.budget, args.mode, args.per_turn),
-                            indent=1)
+        result = json.dumps(worker(args.workload, args.budget, args.mode, args.per_turn,
+                                   json.loads(args.settings)), indent=1)
     else:
         parser.error("give --workload, --budget and --mode (one run), or --all")
     if args.out:

@@ -558,8 +558,12 @@ def test_append_survives_a_broker_outage_and_sweep_recovers(
     worker = start_worker(memory)
     thread = Thread.objects.create(title="outage")
     # A process that was publishing before Redis went away: its pooled connection dies.
-    assert services.enqueue_fold(thread.pk)
-    assert len(broker.published) == 1
+    first = services.enqueue_fold(thread.pk)
+    assert first and len(broker.published) == 1
+    # Done before the outage: a task still queued would keep the appends below from
+    # sending (one chain per thread), and the outage would then go unseen.
+    broker.result(first, timeout=30)
+    assert Thread.objects.get(pk=thread.pk).fold_queued_until is None
 
     broker.link.cut()
     # Once the pooled connection is gone, kombu retries connecting for
