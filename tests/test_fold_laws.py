@@ -639,7 +639,7 @@ def test_prompt_injection_stays_data(recorded: list) -> None:
     assert text == CONTINUATION + INJECTION  # indented: data, never a line of its own
     assert label == summary_label(from_turn=1, to_turn=3, message_count=12, model="test-model",
                            handle="msg-summary-1-3")
-    assert "test-model" in label and "originals are retained" in label
+    assert "test-model" in label and "originals kept" in label
     assert result.messages[0].content == summary.content
 
     [prompt] = recorded

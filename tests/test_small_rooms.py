@@ -156,7 +156,8 @@ def test_a_merged_summary_says_how_many_original_messages_and_which_turns() -> N
         originals = [e for e in services.expand(summary, recursive=True) if not e.is_summary]
         first, last = min(e.turn for e in originals), max(e.turn for e in originals)
         label = summary.content.partition("\n")[0]
-        assert f"standing for {len(originals)} original messages of turns {first}-{last}" in label
+        assert label.startswith(f"[summary of earlier turns {first}-{last}: ")
+        assert f"standing for {len(originals)} original messages;" in label
         assert f"handle {summary.summary_key}]" in label
         assert summary.coverage.message_count == len(originals) > summary.coverage.entry_count
 
@@ -177,10 +178,11 @@ def test_a_chunk_of_expiring_messages_absorbs_no_summary(shape: str) -> None:
         return out
 
     with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        # Long enough that the summaries outgrow their share and are merged.
         expiring = Thread.objects.create(ttl=timedelta(days=7))
-        converse(expiring, shape, 160, 4000)
+        converse(expiring, shape, 240, 4000)
         lasting = Thread.objects.create()
-        converse(lasting, shape, 160, 4000)
+        converse(lasting, shape, 240, 4000)
     assert (False, True) not in kinds(expiring)
     assert (False,) in kinds(expiring) and (True,) in kinds(expiring)
     assert (False, True) in kinds(lasting)
