@@ -210,6 +210,8 @@ RULES: tuple[Callable[[], list[CheckMessage]], ...] = (
     SettingRule(("FOLD_HIGH_WATER",), HIGH_WATER, got, "The default is 0.6: fold once the "
                 "context outgrows 60% of the room (and FOLD_TRIGGER_MIN_TOKENS).", "E004"),
     _low_water_below_high,
+    SettingRule(("FOLD_CACHE_MIN_TOKENS",), NON_NEGATIVE_INT, got,
+                "The default is 1024 (OpenAI caches from 1,024 tokens); 0 turns it off.", "E004"),
     SettingRule(("SUMMARY_SHARE",), FRACTION, got,
                 "The default is 0.25: summaries are merged once they hold more.", "E004"),
     SettingRule(("INLINE_FOLD_WAIT",), NON_NEGATIVE_SECONDS, got, DEFAULT, "E010"),

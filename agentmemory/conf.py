@@ -46,6 +46,10 @@ DEFAULTS: dict[str, Any] = {
     "FOLD_HIGH_WATER": 0.6,
     "FOLD_TRIGGER_MIN_TOKENS": 8_000,
     "FOLD_LOW_WATER": 0.1,
+    # The context a chunk fold leaves grows past FOLD_LOW_WATER to this many tokens (when
+    # the room holds three times it): the provider's cache minimum (OpenAI: 1,024), so
+    # the next turns are billed at its cached price. 0: no such floor.
+    "FOLD_CACHE_MIN_TOKENS": 1_024,
     "SUMMARY_SHARE": 0.25,
     "FOLD_INPUT_LIMIT": 64_000,
     "TRIGGER_MIN_ENTRIES": None,

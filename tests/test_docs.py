@@ -48,6 +48,7 @@ BAD_VALUES: dict[str, Any] = {
     "SUMMARY_SHARE": 1,
     "FOLD_INPUT_LIMIT": 0,
     "FOLD_TRIGGER_MIN_TOKENS": -1,
+    "FOLD_CACHE_MIN_TOKENS": -1,
     "SEARCH_LANGUAGE": "english; drop table",
     "FOLD_BUDGET": 0,
     "INLINE_FOLD_WAIT": -1,

@@ -206,3 +206,23 @@ def test_a_background_thread_folds_a_large_turn_once_not_after_its_replies_and_a
         counts[mode] = SummarizerCall.objects.filter(thread=thread).count()
     assert counts["inline"] > 0
     assert counts["background"] <= counts["inline"] * 1.2, counts
+
+
+@pytest.mark.parametrize("shape", ["heavy", "chatty"])
+def test_a_fold_leaves_a_context_the_provider_caches(shape: str) -> None:
+    """FOLD_CACHE_MIN_TOKENS: where the room holds three times it, the context a chunk
+    fold leaves (summaries and the verbatim tail) reaches it, so the next turns are still
+    billed at the cached price (OpenAI caches prefixes of 1,024 tokens and more); off
+    (0), the tail is FOLD_LOW_WATER of the room and some folds leave less."""
+    def after_folds(floor: int) -> list[int]:
+        thread = Thread.objects.create()
+        settings = {**recording_settings(SUMMARY), "FOLD_CACHE_MIN_TOKENS": floor}
+        with override_settings(AGENTMEMORY=settings):
+            results = converse(thread, shape, 160, 4000)
+        return [result.tokens for result in results if result.folded_summary_id]
+
+    floored, plain = after_folds(1_024), after_folds(0)
+    assert floored and plain
+    # Planned with a summary of about the largest one's size; the new one may be smaller.
+    assert min(floored) >= 1_024 - 64, sorted(floored)[:5]
+    assert min(plain) < 1_024, "without the floor no fold here leaves a short context"

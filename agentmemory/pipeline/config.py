@@ -55,6 +55,7 @@ class RecallConfig:
     high_water: float | None = 0.6
     trigger_min_tokens: int = 8_000
     low_water: float = 0.1
+    cache_min_tokens: int = 1_024
     summary_share: float = 0.25
     input_limit: int = 64_000
 
@@ -81,6 +82,7 @@ class RecallConfig:
             decay=_decay(s.DECAY),
             header=s.FORMAT_HEADER,
             footer=s.FORMAT_FOOTER,
+            cache_min_tokens=s.FOLD_CACHE_MIN_TOKENS,
         )
         names = {field.name for field in dataclasses.fields(cls)}
         for name, value in overrides.items():

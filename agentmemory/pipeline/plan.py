@@ -113,7 +113,7 @@ def next_fold(
     estimate = max((b.tokens for b in blocks if b.is_summary), default=DEFAULT_SUMMARY_COST)
     runs: list[tuple[int, int]] = []
     if over or counted:
-        tail = _tail_start(blocks, room, config, complete=complete, by_tokens=over)
+        tail = _tail_start(blocks, room, config, estimate, complete=complete, by_tokens=over)
         runs = _message_run_bounds(blocks[:tail])
         if complete:
             runs.reverse()
@@ -144,21 +144,31 @@ def next_fold(
 
 
 def _tail_start(
-    blocks: list[Block], room: int, config: RecallConfig, *, complete: bool, by_tokens: bool
+    blocks: list[Block], room: int, config: RecallConfig, estimate: int,
+    *, complete: bool, by_tokens: bool,
 ) -> int:
     """Index of the first block kept verbatim: the newest whole turn always, then older
     message blocks up to ``low_water`` x the room (token trigger: the floor follows the
     room, in tokens) or up to ``preserve_recent`` entries (count trigger, the seeds'
-    floor). A slice of a backfill keeps only its last block, which the slice's edge may
+    floor). Where the room holds three times ``cache_min_tokens``, the tail grows past
+    ``low_water`` (up to half the room) until the context the fold leaves, its summaries
+    and the one of about ``estimate`` tokens it writes included, reaches that: a shorter
+    one is billed in full by the provider on every turn until it grows past its cache
+    minimum. A slice of a backfill keeps only its last block, which the slice's edge may
     have cut."""
     if not complete:
         return max(len(blocks) - 1, 0)
     start = len(blocks) - 1
     kept_tokens, kept_entries = blocks[-1].tokens, len(blocks[-1].entries)
     limit = room * config.low_water
+    summaries = _summaries_left(blocks, room, config, estimate)
+    cache_floor = config.cache_min_tokens if room >= 3 * config.cache_min_tokens else 0
     while start > 0 and not blocks[start - 1].is_summary:
         block = blocks[start - 1]
-        if by_tokens and kept_tokens + block.tokens > limit:
+        under_cache = summaries + kept_tokens < cache_floor
+        if by_tokens and kept_tokens + block.tokens > limit and not (
+            under_cache and kept_tokens + block.tokens <= room / 2
+        ):
             break
         if not by_tokens and kept_entries >= config.preserve_recent:
             break
@@ -166,6 +176,15 @@ def _tail_start(
         kept_tokens += block.tokens
         kept_entries += len(block.entries)
     return start
+
+
+def _summaries_left(blocks: list[Block], room: int, config: RecallConfig, estimate: int) -> int:
+    """The summaries' tokens once a chunk fold has written its own (of about ``estimate``)
+    and absorbed the newest ones it must to stay within ``summary_share`` (`_chunk`)."""
+    sizes = [block.tokens for block in blocks if block.is_summary]
+    while sizes and sum(sizes) + estimate > room * config.summary_share:
+        sizes.pop()
+    return sum(sizes) + estimate
 
 
 def _widen(blocks: list[Block], first: int, last: int, estimate: int) -> int:
