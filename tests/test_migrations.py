@@ -79,6 +79,7 @@ def test_reindex_builds_the_index_again_over_every_entry(settings: Any) -> None:
 
     from agentmemory import services
     from agentmemory.models import Thread
+    from agentmemory.search.index import FTS_TABLE
     from agentmemory.search.schema import indexed_count
 
     thread = Thread.objects.create()
@@ -86,6 +87,11 @@ def test_reindex_builds_the_index_again_over_every_entry(settings: Any) -> None:
         {"role": "user", "content": text}
         for text in ("to be or not to be", "the parcel ORD-4417 never came")])
     before = [hit.entry_id for hit in services.search(thread, "parcel")]
+    assert before == [entries[1].pk]
+    if connection.vendor == "sqlite":  # an emptied index, which only a rebuild refills
+        with connection.cursor() as cursor:
+            cursor.execute(f"INSERT INTO {FTS_TABLE}({FTS_TABLE}) VALUES ('delete-all')")
+        assert services.search(thread, "parcel") == []
     settings.AGENTMEMORY = {"SEARCH_LANGUAGE": "simple"}
     out = StringIO()
     try:

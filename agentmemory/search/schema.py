@@ -16,32 +16,35 @@ from django.db import transaction
 from agentmemory.search.index import FTS_TABLE, indexed_row, pg_text
 
 ENTRY_TABLE = "agentmemory_memoryentry"
-_FTS, _ENTRY = FTS_TABLE, ENTRY_TABLE
 
 _SQLITE_CREATE = [
-    f"CREATE VIRTUAL TABLE {_FTS} USING fts5(content, content='{_ENTRY}', content_rowid='id', "
-    "tokenize='porter unicode61 remove_diacritics 2')",
-    f"CREATE TRIGGER {_FTS}_insert AFTER INSERT ON {_ENTRY} WHEN {indexed_row('new')} BEGIN "
-    f"INSERT INTO {_FTS}(rowid, content) VALUES (new.id, new.content); END",
-    f"CREATE TRIGGER {_FTS}_delete AFTER DELETE ON {_ENTRY} WHEN {indexed_row('old')} BEGIN "
-    f"INSERT INTO {_FTS}({_FTS}, rowid, content) VALUES ('delete', old.id, old.content); END",
-    f"CREATE TRIGGER {_FTS}_update AFTER UPDATE OF content, kind, role, tool_name ON {_ENTRY} "
-    f"BEGIN INSERT INTO {_FTS}({_FTS}, rowid, content) SELECT 'delete', old.id, old.content "
-    f"WHERE {indexed_row('old')}; INSERT INTO {_FTS}(rowid, content) SELECT new.id, "
-    f"new.content WHERE {indexed_row('new')}; END",
+    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, content='{ENTRY_TABLE}', "
+    "content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')",
+    f"CREATE TRIGGER {FTS_TABLE}_insert AFTER INSERT ON {ENTRY_TABLE} "
+    f"WHEN {indexed_row('new')} BEGIN "
+    f"INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END",
+    f"CREATE TRIGGER {FTS_TABLE}_delete AFTER DELETE ON {ENTRY_TABLE} "
+    f"WHEN {indexed_row('old')} BEGIN "
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) "
+    "VALUES ('delete', old.id, old.content); END",
+    f"CREATE TRIGGER {FTS_TABLE}_update AFTER UPDATE OF content, kind, role, tool_name "
+    f"ON {ENTRY_TABLE} BEGIN INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) "
+    f"SELECT 'delete', old.id, old.content WHERE {indexed_row('old')}; "
+    f"INSERT INTO {FTS_TABLE}(rowid, content) SELECT new.id, new.content "
+    f"WHERE {indexed_row('new')}; END",
     # The rows already there (none when the migration runs, all of them on a rebuild).
-    f"INSERT INTO {_FTS}(rowid, content) SELECT id, content FROM {_ENTRY} e "
+    f"INSERT INTO {FTS_TABLE}(rowid, content) SELECT id, content FROM {ENTRY_TABLE} e "
     f"WHERE {indexed_row('e')}",
 ]
 _SQLITE_DROP = [
-    f"DROP TRIGGER IF EXISTS {_FTS}_insert",
-    f"DROP TRIGGER IF EXISTS {_FTS}_delete",
-    f"DROP TRIGGER IF EXISTS {_FTS}_update",
-    f"DROP TABLE IF EXISTS {_FTS}",
+    f"DROP TRIGGER IF EXISTS {FTS_TABLE}_insert",
+    f"DROP TRIGGER IF EXISTS {FTS_TABLE}_delete",
+    f"DROP TRIGGER IF EXISTS {FTS_TABLE}_update",
+    f"DROP TABLE IF EXISTS {FTS_TABLE}",
 ]
 _POSTGRESQL_DROP = [
     "DROP INDEX IF EXISTS agentmemory_entry_search_vector",
-    f"ALTER TABLE {_ENTRY} DROP COLUMN IF EXISTS search_vector",
+    f"ALTER TABLE {ENTRY_TABLE} DROP COLUMN IF EXISTS search_vector",
 ]
 
 
@@ -57,9 +60,9 @@ def _postgresql_create(language: str) -> list[str]:
     # Stored, so ranking reads the vector instead of computing it again for every match.
     vector = f"to_tsvector('{checked_language(language)}'::regconfig, {pg_text()})"
     return [
-        f"ALTER TABLE {_ENTRY} ADD COLUMN search_vector tsvector GENERATED ALWAYS AS "
-        f"(CASE WHEN {indexed_row(_ENTRY)} THEN {vector} END) STORED",
-        f"CREATE INDEX agentmemory_entry_search_vector ON {_ENTRY} USING GIN (search_vector) "
+        f"ALTER TABLE {ENTRY_TABLE} ADD COLUMN search_vector tsvector GENERATED ALWAYS AS "
+        f"(CASE WHEN {indexed_row(ENTRY_TABLE)} THEN {vector} END) STORED",
+        f"CREATE INDEX agentmemory_entry_search_vector ON {ENTRY_TABLE} USING GIN (search_vector) "
         "WHERE search_vector IS NOT NULL",
     ]
 
@@ -92,5 +95,5 @@ def rebuild(connection: Any, language: str) -> int:
 def indexed_count(connection: Any) -> int:
     """How many stored entries the index holds (those `indexed_row` admits)."""
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT count(*) FROM {_ENTRY} e WHERE {indexed_row('e')}")
+        cursor.execute(f"SELECT count(*) FROM {ENTRY_TABLE} e WHERE {indexed_row('e')}")
         return int(cursor.fetchone()[0])
