@@ -4,6 +4,8 @@ and `rebuild` recreates after SEARCH_LANGUAGE changes. The models do not describ
 SQLite: an FTS5 table with external content (the entry table) and three triggers that
 keep it in step with every write. PostgreSQL: a stored generated tsvector column with a
 GIN index. Other databases: nothing (`services.search` then raises a clear error).
+The initial migration runs these statements: a change to them needs a migration of its
+own, or databases migrated before it keep the old index.
 """
 
 from __future__ import annotations
