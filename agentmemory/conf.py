@@ -44,8 +44,8 @@ DEFAULTS: dict[str, Any] = {
     # most FOLD_INPUT_LIMIT tokens of span. TRIGGER_MIN_ENTRIES None: no count trigger; a
     # number: also fold once that many entries are loaded (the seeds' trigger).
     "FOLD_HIGH_WATER": 0.6,
-    "FOLD_TRIGGER_MIN_TOKENS": 8_000,
-    "FOLD_LOW_WATER": 0.1,
+    "FOLD_TRIGGER_MIN_TOKENS": 0,
+    "FOLD_LOW_WATER": 0.05,
     # The context a chunk fold leaves grows past FOLD_LOW_WATER to this many tokens (when
     # the room holds three times it): the provider's cache minimum (OpenAI: 1,024), so
     # the next turns are billed at its cached price. 0: no such floor.

@@ -21,7 +21,7 @@ from agentmemory.models import (
 )
 from agentmemory.pipeline.budget import NEWEST_TURN_TOO_LARGE
 from agentmemory.pipeline.config import InvalidRecallOption
-from agentmemory.pipeline.plan import MAX_SUMMARY_LEVEL
+from agentmemory.pipeline.summary_area import MAX_SUMMARY_LEVEL
 from agentmemory.summarizers import testing
 from tests.helpers import SHORT_SUMMARY, recording_settings, turn_messages
 

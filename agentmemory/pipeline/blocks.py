@@ -111,3 +111,15 @@ class Tally:
     cost: int
     summaries: int
     summary_cost: int
+
+
+def bounded(run: list[Block], limit: int) -> list[Block]:
+    """The leading blocks of ``run`` within ``limit`` tokens (at least one)."""
+    taken: list[Block] = []
+    used = 0
+    for block in run:
+        if taken and used + block.tokens > limit:
+            break
+        taken.append(block)
+        used += block.tokens
+    return taken

@@ -3,12 +3,15 @@
 The context is summaries first, then the newest whole turns. A fold is due when that
 would outgrow the trigger (`fold_trigger`: ``high_water`` x the room, but never less
 than ``trigger_min_tokens``), or, with the seeds' count trigger, once
-``trigger_min_entries`` are loaded. It then folds, oldest first:
+``trigger_min_entries`` are loaded. It then folds, oldest first, one call per fold:
 
-1. a run of messages into a *chunk* summary (level 1: it stands for messages only),
-   leaving a verbatim tail of about ``low_water`` x the room, so folds are far apart;
-2. once summaries hold more than ``summary_share`` x the room, adjacent summaries of the
-   lowest level into one a level up, so nesting grows with the log of the history.
+1. a run of messages into a *chunk* summary, absorbing in the same call the newest
+   summaries it must to keep the summaries within their room
+   (`summary_area.summary_room`), and leaving a verbatim tail of about ``low_water`` x
+   the room; the summaries before it keep their place, and with it the provider's
+   cached prefix;
+2. when summaries outgrow their room anyway (a run of expiring messages absorbs none),
+   the fewest of the newest into one a level up.
 
 Every span is made of whole blocks (`agentmemory.pipeline.blocks`), so no fold and no
 budget ever splits a turn or separates a tool call from its results, and each is at most
@@ -18,15 +21,20 @@ budget ever splits a turn or separates a tool call from its results, and each is
 from __future__ import annotations
 
 from agentmemory.models import MemoryEntry
-from agentmemory.pipeline.blocks import Block, Tally, blocks_of, entry_cost
+from agentmemory.pipeline.blocks import Block, Tally, blocks_of, bounded, entry_cost
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.summarize import FoldPlan
-
-#: How deep summaries nest. A merge over a summary at this level takes over what that
-#: summary covers instead of covering it, so expanding any summary is at most this many
-#: reads, however long the thread (a small room can hold only one summary, and would
-#: otherwise nest one level deeper with every fold).
-MAX_SUMMARY_LEVEL = 4
+from agentmemory.pipeline.summary_area import (
+    MAX_SUMMARY_LEVEL,
+    cache_floor,
+    merge,
+    summaries_left,
+    summaries_over,
+    summaries_over_tally,
+    summary_excess,
+    summary_room,
+)
+from agentmemory.pipeline.turns import turn_answered
 
 
 def fold_pressure(
@@ -53,7 +61,7 @@ def pressure(tally: Tally, room: int, config: RecallConfig, *, complete: bool) -
     trigger = fold_trigger(room, config)
     if trigger is None:
         return False
-    return tally.cost > trigger or _summaries_over_tally(tally, room, config)
+    return tally.cost > trigger or summaries_over_tally(tally, room, config)
 
 
 def fold_trigger(room: int, config: RecallConfig) -> float | None:
@@ -67,16 +75,6 @@ def fold_trigger(room: int, config: RecallConfig) -> float | None:
     return min(float(room), max(room * config.high_water, float(config.trigger_min_tokens)))
 
 
-def _summaries_over(entries: list[MemoryEntry], room: int, config: RecallConfig) -> bool:
-    summaries = [entry for entry in entries if entry.is_summary]
-    tally = Tally(len(entries), 0, len(summaries), sum(map(entry_cost, summaries)))
-    return _summaries_over_tally(tally, room, config)
-
-
-def _summaries_over_tally(tally: Tally, room: int, config: RecallConfig) -> bool:
-    return tally.summaries > 1 and tally.summary_cost > room * config.summary_share
-
-
 #: What a summary is expected to take of the room before the thread has one to go by:
 #: the label and a summary of a few sentences.
 DEFAULT_SUMMARY_COST = 200
@@ -88,17 +86,19 @@ def next_fold(
     """The next span to fold, or None when no fold is due or possible.
 
     In order: the newest run of messages (a backfill's slice: its oldest run), with the
-    newest summaries it must absorb so the summaries stay within ``summary_share`` of the
-    room: one call, and the summaries before them untouched (their place in the context,
-    and so the provider's cached prefix, does not move); then a merge of the newest
-    summaries; then an older run of messages. An older run is what an expired or
-    unfolded summary left verbatim: while the room holds it, it is left to expire rather
-    than paid for again, and merging is tried first.
+    newest summaries it must absorb so the summaries stay within `summary_room`: one
+    call, and the summaries before them untouched (their place in the context, and so
+    the provider's cached prefix, does not move); then, when the summaries outgrow their
+    room, a merge of as few of the newest as bring them back; then an older run of
+    messages. An older run is what an expired or unfolded summary left verbatim: while
+    the room holds it, it is left to expire rather than paid for again.
 
-    When the room cannot hold what is visible (``needed``: the alternative is a context
-    that leaves history out), no count floor applies: any run of whole blocks is folded,
-    widened into the verbatim tail (never its newest turn) until it outweighs the summary
-    it will become.
+    A token trigger folds by tokens only: a run is worth a call when it outweighs the
+    summary it becomes, whatever its count of entries (the count floor is the count
+    trigger's). When the room cannot hold what is visible (``needed``: the alternative is
+    a context that leaves history out), any run of whole blocks is folded, widened into
+    the verbatim tail (never its newest turn) until it outweighs the summary it will
+    become, and a merge may take every summary within half the room.
     """
     if not fold_pressure(entries, room, config, complete=complete):
         return None
@@ -111,9 +111,14 @@ def next_fold(
         config.trigger_min_entries is not None and len(entries) >= config.trigger_min_entries
     )
     estimate = max((b.tokens for b in blocks if b.is_summary), default=DEFAULT_SUMMARY_COST)
+    answered = config.mode == "background" and turn_answered(entries)
     runs: list[tuple[int, int]] = []
+    # A needed run no larger than the summary it becomes frees no room: a merge goes
+    # first, and the run only if nothing else is left (the summarizer then decides).
+    last_resort: FoldPlan | None = None
     if over or counted:
-        tail = _tail_start(blocks, room, config, estimate, complete=complete, by_tokens=over)
+        tail = _tail_start(blocks, room, config, estimate, complete=complete, by_tokens=over,
+                           answered=answered)
         runs = _message_run_bounds(blocks[:tail])
         if complete:
             runs.reverse()
@@ -125,29 +130,37 @@ def next_fold(
                 # The newest run may borrow from the tail, never its newest turn.
                 last = _widen(blocks, first, last, estimate)
             chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed,
-                           optional=over and not needed and not counted)
+                           by_count=not over)
+            if chunk is not None and needed and chunk.span_tokens <= estimate:
+                last_resort, chunk = chunk, None
             if chunk is not None:
                 return chunk
-    if over or _summaries_over(entries, room, config):
+    if needed or summaries_over(entries, room, config):
         # A merge reads at most half the room, so (being smaller than what it reads) the
         # summary it writes fits beside the newest turns.
-        merge = _merge(blocks, min(config.input_limit, room // 2))
-        if merge is not None:
-            return merge
+        excess = None if needed else summary_excess(blocks, room, config, estimate)
+        merged = merge(blocks, min(config.input_limit, room // 2), excess=excess)
+        if merged is not None:
+            return merged
     if over:
         for first, last in runs[1:]:
-            chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed)
+            chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed,
+                           by_count=False)
             if chunk is not None:
                 return chunk
-        return _merge(blocks, config.input_limit)
+        if needed:
+            return last_resort or merge(blocks, config.input_limit)
     return None
 
 
 def _tail_start(
     blocks: list[Block], room: int, config: RecallConfig, estimate: int,
-    *, complete: bool, by_tokens: bool,
+    *, complete: bool, by_tokens: bool, answered: bool = False,
 ) -> int:
-    """Index of the first block kept verbatim: the newest whole turn always, then older
+    """Index of the first block kept verbatim: the newest whole turn (unless
+    ``answered``: a background fold plans for the next recall, whose newest turn is a
+    user message still to come, so a turn that has its answer is kept like any older
+    one, within the token floor), then older
     message blocks up to ``low_water`` x the room (token trigger: the floor follows the
     room, in tokens) or up to ``preserve_recent`` entries (count trigger, the seeds'
     floor). Where the room holds three times ``cache_min_tokens``, the tail grows past
@@ -160,12 +173,14 @@ def _tail_start(
         return max(len(blocks) - 1, 0)
     start = len(blocks) - 1
     kept_tokens, kept_entries = blocks[-1].tokens, len(blocks[-1].entries)
+    if answered and by_tokens:
+        start, kept_tokens, kept_entries = len(blocks), 0, 0
     limit = room * config.low_water
-    summaries = _summaries_left(blocks, room, config, estimate)
-    cache_floor = config.cache_min_tokens if room >= 3 * config.cache_min_tokens else 0
+    summaries = summaries_left(blocks, room, config, estimate)
+    floor = cache_floor(room, config)
     while start > 0 and not blocks[start - 1].is_summary:
         block = blocks[start - 1]
-        under_cache = summaries + kept_tokens < cache_floor
+        under_cache = summaries + kept_tokens < floor
         if by_tokens and kept_tokens + block.tokens > limit and not (
             under_cache and kept_tokens + block.tokens <= room / 2
         ):
@@ -176,15 +191,6 @@ def _tail_start(
         kept_tokens += block.tokens
         kept_entries += len(block.entries)
     return start
-
-
-def _summaries_left(blocks: list[Block], room: int, config: RecallConfig, estimate: int) -> int:
-    """The summaries' tokens once a chunk fold has written its own (of about ``estimate``)
-    and absorbed the newest ones it must to stay within ``summary_share`` (`_chunk`)."""
-    sizes = [block.tokens for block in blocks if block.is_summary]
-    while sizes and sum(sizes) + estimate > room * config.summary_share:
-        sizes.pop()
-    return sum(sizes) + estimate
 
 
 def _widen(blocks: list[Block], first: int, last: int, estimate: int) -> int:
@@ -211,16 +217,16 @@ def _message_run_bounds(blocks: list[Block]) -> list[tuple[int, int]]:
 
 def _chunk(
     blocks: list[Block], first: int, last: int, room: int, config: RecallConfig, estimate: int,
-    *, needed: bool, optional: bool = False,
+    *, needed: bool, by_count: bool,
 ) -> FoldPlan | None:
     """The run ``blocks[first:last]`` from its oldest block, cut at ``input_limit`` tokens,
     with the summaries right before it that the new summary must absorb to keep the
-    summaries within ``summary_share`` x the room: None when not worth a call (fewer
-    entries than the smallest fold; or, for an ``optional`` fold, one only the token
-    trigger asks for, not larger than a summary), unless ``needed``: then only the
+    summaries within `summary_room`: None when not worth a call (``by_count``, the count
+    trigger's fold: fewer entries than the smallest fold; else a run, with what it
+    absorbs, no larger than the summary it becomes), unless ``needed``: then only the
     summarizer's answer can decline it."""
     summaries = [b for b in blocks if b.is_summary]
-    share = room * config.summary_share
+    share = summary_room(room, config, estimate)
     summary_tokens = sum(b.tokens for b in summaries)
     absorb: list[Block] = []
     index = first - 1
@@ -234,13 +240,13 @@ def _chunk(
         summary_tokens -= blocks[index].tokens
         index -= 1
     absorbed_tokens = sum(b.tokens for b in absorb)
-    span = _bounded(blocks[first:last], config.input_limit - absorbed_tokens)
+    span = bounded(blocks[first:last], config.input_limit - absorbed_tokens)
     if not span:
         return None
-    entries = sum(len(b.entries) for b in span)
-    if not needed and entries < config.effective_min_fold:
-        return None
-    if optional and sum(b.tokens for b in span) + absorbed_tokens <= estimate:
+    if not needed and by_count:
+        if sum(len(b.entries) for b in span) < config.effective_min_fold:
+            return None
+    elif not needed and sum(b.tokens for b in span) + absorbed_tokens <= estimate:
         return None  # likely no smaller than its span: not worth a call unless needed
     merged = [b.entries[0] for b in absorb]
     capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
@@ -259,33 +265,3 @@ def expiring(run: list[Block]) -> bool:
     )
 
 
-def _merge(blocks: list[Block], limit: int) -> FoldPlan | None:
-    """The newest run of two or more adjacent summaries, from its newest within ``limit``
-    tokens: the summaries before it keep their place in the context (and the provider's
-    cached prefix its worth). Summaries at MAX_SUMMARY_LEVEL are absorbed, so nesting
-    never grows past it."""
-    runs: list[list[Block]] = [[]]
-    for block in blocks:
-        if block.is_summary:
-            runs[-1].append(block)
-        elif runs[-1]:
-            runs.append([])
-    for run in reversed(runs):
-        span = list(reversed(_bounded(list(reversed(run)), limit)))
-        if len(span) >= 2:
-            merged = [b.entries[0] for b in span]
-            capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
-            return FoldPlan.over(merged, absorbed=capped)
-    return None
-
-
-def _bounded(run: list[Block], limit: int) -> list[Block]:
-    """The leading blocks of ``run`` within ``limit`` tokens (at least one)."""
-    taken: list[Block] = []
-    used = 0
-    for block in run:
-        if taken and used + block.tokens > limit:
-            break
-        taken.append(block)
-        used += block.tokens
-    return taken

@@ -12,11 +12,10 @@ import dataclasses
 from collections.abc import Callable
 from datetime import datetime
 
-from agentmemory.models import MemoryEntry, Role, Thread
-from agentmemory.pipeline.blocks import entry_cost
+from agentmemory.models import MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import Loaded, count_visible, load_oldest, row_cap
-from agentmemory.pipeline.plan import DEFAULT_SUMMARY_COST, fold_pressure, next_fold
+from agentmemory.pipeline.plan import fold_pressure, next_fold
 from agentmemory.pipeline.summarize import FoldPlan, plan_fold
 
 Load = Callable[[Thread, RecallConfig, datetime, int], Loaded]
@@ -74,22 +73,3 @@ def declined_as_not_worth_a_call(
     if config.budget_driven:
         return fold_pressure(entries, room, config, complete=complete)
     return len(entries) > config.preserve_recent
-
-
-def fold_can_wait(
-    entries: list[MemoryEntry], plan: FoldPlan, room: int, config: RecallConfig
-) -> bool:
-    """An append's background fold that the next user message would have to repeat: the
-    turn has its replies (no recall waits on this context), and after ``plan`` the
-    newest turn alone, beside a summary, leaves no room for a user message the size of
-    this turn's. Then the fold is left to that message's append, which folds the turn
-    too, in one call instead of two. A recall that leaves history out still asks for its
-    fold at once (`services.background.fold_for_room`)."""
-    if not config.budget_driven or not entries or entries[-1].role == Role.USER:
-        return False
-    users = [entry for entry in entries if entry.role == Role.USER and not entry.is_summary]
-    if not users:
-        return False
-    folded = {entry.pk for entry in plan.span}
-    left = sum(entry_cost(entry) for entry in entries if entry.pk not in folded)
-    return left + DEFAULT_SUMMARY_COST + entry_cost(users[-1]) > room

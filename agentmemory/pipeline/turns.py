@@ -31,3 +31,13 @@ def turn_starts(entries: Sequence[MemoryEntry]) -> list[bool]:
         seen_user = seen_user or (not summary and entry.role == Role.USER)
         previous, previous_summary = entry, summary
     return starts
+
+
+def turn_answered(entries: Sequence[MemoryEntry]) -> bool:
+    """Whether the newest turn has its answer: it ends with an assistant message that
+    calls no tool (not a user message waiting, nor a call or a result mid-round)."""
+    newest = entries[-1] if entries else None
+    return (
+        newest is not None and not newest.is_summary and newest.role == Role.ASSISTANT
+        and not newest.tool_calls
+    )

@@ -39,7 +39,7 @@ from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.load import load_visible, tally_visible
 from agentmemory.pipeline.plan import pressure
-from agentmemory.pipeline.policy import fold_can_wait, fold_view, plan_next
+from agentmemory.pipeline.policy import fold_view, plan_next
 from agentmemory.pipeline.recall import FOLD_PENDING, fold_while_due
 from agentmemory.pipeline.summarize import FoldOutcome, report_summarizer_failure
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
@@ -104,9 +104,7 @@ def fold_blocker(
     thread: Thread, *, now: datetime | None = None, unless_on_its_way: bool = False
 ) -> str | None:
     """Why a background fold would not fold now (`fold_due`): `NOTHING_TO_FOLD`, the
-    latch's reason, or ``quota-exceeded``; None when it would. With
-    ``unless_on_its_way`` (an append's question) also `NOTHING_TO_FOLD` for a fold that
-    the next user message would have to repeat (`policy.fold_can_wait`)."""
+    latch's reason, or ``quota-exceeded``; None when it would."""
     config = RecallConfig.build()
     now = now or timezone.now()
     room = context_room(thread.effective_fold_budget(), config)
@@ -129,8 +127,6 @@ def fold_blocker(
     plan = plan_next(entries, room, config, complete=complete)
     if plan is None:
         return NOTHING_TO_FOLD
-    if unless_on_its_way and complete and fold_can_wait(entries, plan, room, config):
-        return NOTHING_TO_FOLD  # the next user message's append folds it, in one call
     reason = latched(
         thread, FoldPurpose.RECALL_FOLD, span_key=plan.span_key, start_key=plan.start_key,
         span_tokens=plan.span_tokens,
@@ -251,7 +247,8 @@ def fold_until_settled(
     thread = Thread.objects.filter(pk=thread_id).first()
     if thread is None:
         return []  # erased while the task waited: nothing to do
-    config = RecallConfig.build(mode="inline")
+    # Between turns: a turn that has its answer folds like any older one (`plan.next_fold`).
+    config = RecallConfig.build(mode="background")
     summarizer = get_summarizer()
     # A redelivered or retried task keeps its id, so it takes back the lease a killed
     # worker left behind instead of waiting for it to run out.
