@@ -40,15 +40,17 @@ DEFAULTS: dict[str, Any] = {
     # summarize stage. Budget-driven: fold once the context would outgrow
     # FOLD_HIGH_WATER x the room (never below FOLD_TRIGGER_MIN_TOKENS: a smaller room
     # folds when it is full), down to a verbatim tail of FOLD_LOW_WATER x the room;
-    # merge summaries once they hold more than SUMMARY_SHARE x the room. One call reads at
+    # summaries hold at most SUMMARY_SHARE x the room (the cache minimum and two more
+    # where the room caches): a fold absorbs or merges the newest past it. One call reads at
     # most FOLD_INPUT_LIMIT tokens of span. TRIGGER_MIN_ENTRIES None: no count trigger; a
     # number: also fold once that many entries are loaded (the seeds' trigger).
     "FOLD_HIGH_WATER": 0.6,
     "FOLD_TRIGGER_MIN_TOKENS": 0,
     "FOLD_LOW_WATER": 0.05,
-    # The context a chunk fold leaves grows past FOLD_LOW_WATER to this many tokens (when
-    # the room holds three times it): the provider's cache minimum (OpenAI: 1,024), so
-    # the next turns are billed at its cached price. 0: no such floor.
+    # The provider's cache minimum (OpenAI: 1,024). Where the room holds three times it,
+    # the context a chunk fold leaves grows past FOLD_LOW_WATER to it, and the summaries
+    # a fold leaves in front hold it, so later turns and fold turns are billed at the
+    # cached price. 0: neither.
     "FOLD_CACHE_MIN_TOKENS": 1_024,
     "SUMMARY_SHARE": 0.25,
     "FOLD_INPUT_LIMIT": 64_000,

@@ -88,6 +88,7 @@ def run_agentmemory(
     meter = cost_model.Meter(counting.encode)
     originals: list[int] = []
     still_due = 0
+    summary_messages: list[int] = []  # the tokens of every summary message handed over
     declines: dict[str, int] = {}
     began = time.perf_counter()
     for turn in conv.conversation(workload=workload):
@@ -96,7 +97,9 @@ def run_agentmemory(
             still_due += 1
         result = services.recall(thread, budget)
         checks.check(result, turn.number, user.pk, turn.user["content"], originals, coverage)
-        meter.turn(cost_model.from_chat(result.as_chat_messages()))
+        context = cost_model.from_chat(result.as_chat_messages())
+        meter.turn(context)
+        summary_messages += [counting.message_tokens(m) for m in context if m["role"] == "system"]
         for reason in (result.decline, result.budget_decline):
             if reason:
                 declines[reason] = declines.get(reason, 0) + 1
@@ -107,6 +110,7 @@ def run_agentmemory(
         "checks": checks.as_dict(),
         "declines": declines,
         "still_due": still_due,
+        "summary_message_mean": sum(summary_messages) / max(1, len(summary_messages)),
         "cost": meter.as_dict(per_turn),
         "elapsed_s": elapsed,
         "engine": describe_engine(),

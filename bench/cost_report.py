@@ -20,6 +20,7 @@ from bench import conversation as conv  # noqa: E402
 from bench import cost_model  # noqa: E402
 from bench.common import number, table  # noqa: E402
 from bench.cost import AGENTMEMORY_MODES, BUDGETS, PEERS, RESERVE_TOKENS, SUMMARY  # noqa: E402
+from bench.cost_bound import cheapest  # noqa: E402
 from bench.economy import CALLS_PER_BUDGET, OVERHEAD_PER_CALL  # noqa: E402
 
 COST_TARGET = 0.8  # agentmemory's cost at most this share of LangChain's middleware's
@@ -220,6 +221,8 @@ def findings(budget: int, priced: dict[str, Priced]) -> list[str]:
                             f"{number(p.mean('context'))} tokens against "
                             f"{number(langchain.mean('context'))}")
         found.append(f"{name}: " + "; ".join(parts) + ".")
+        if langchain and "error" not in langchain.run and p.cost > COST_TARGET * langchain.cost:
+            found += _floor(name, p, langchain)
         if p.calls > p.calls_bound():
             extra = p.calls - p.calls_bound()
             per_call = p.summarizer / p.calls
@@ -262,6 +265,28 @@ def findings(budget: int, priced: dict[str, Priced]) -> list[str]:
         found.append(f"B = {budget:,}: background mode costs {100 * change:+.1f}% against inline "
                      f"({background.calls:,} calls against {inline.calls:,}).")
     return found
+
+
+def _floor(name: str, p: Priced, langchain: Priced) -> list[str]:
+    """Where no prefix is cached, the cheapest fold schedule (bench/cost_bound.py) with the
+    run's own summary message and call: how far under its cost any policy could go."""
+    run, stub = p.run, p.run["stub"]
+    if run["room"] >= cost_model.CACHE_MIN or not p.calls or "summary_message_mean" not in run:
+        return []
+    fixed = ((stub["prompt_tokens"] - p.total) / p.calls
+             + cost_model.OUTPUT_PRICE * stub["completion_tokens"] / p.calls)
+    summary = run["summary_message_mean"]
+    floor = cheapest(run["workload"], run["room"], summary, fixed) + p.total
+    share = floor / langchain.cost
+    verdict = ("no schedule of folds gets under the target with these summaries"
+               if share > COST_TARGET else "a schedule under the target exists")
+    return [f"{name}: nothing of a {number(run['room'])}-token room is ever cached, so the "
+            "cheapest schedule of folds, chosen knowing the whole conversation in advance "
+            f"(bench/cost_bound.py, with this run's summary message of {summary:,.0f} tokens "
+            f"and a call's fixed part of {fixed:,.0f}: instruction, absorbed summary and "
+            f"{cost_model.OUTPUT_PRICE:.0f} × the answer), costs {number(floor)}, × {share:.3f} "
+            f"of LangChain's: {verdict}; this run is {100 * (p.cost / floor - 1):.1f}% above "
+            "that floor."]
 
 
 def _times(measured: dict[str, Any]) -> str:

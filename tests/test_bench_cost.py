@@ -7,6 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench import cost_model
+from bench.cost_bound import cheapest_of
 from bench.cost_model import CACHE_MIN, CACHE_STEP, cached_tokens, shared_prefix, turn_cost
 
 
@@ -114,3 +115,33 @@ def test_chat_messages_come_back_in_the_append_shape() -> None:
     assert shaped[1]["tool_calls"] == [{"id": "c1", "name": "lookup", "arguments": "{}"}]
     assert shaped[1]["content"] == ""
     assert shaped[2]["tool_name"] == "lookup"
+
+
+def brute_force(turns: list[tuple[int, int]], room: int, summary: float, fixed: float) -> float:
+    """Every schedule of folds (a fold at turn i stands for every turn before it)."""
+    best = float("inf")
+    for mask in range(1 << len(turns)):
+        cost, last = 0.0, -1
+        for i, (user, _) in enumerate(turns):
+            if mask >> i & 1:
+                cost += fixed
+                last = i
+            held = sum(whole for _, whole in turns[max(last, 0):i])
+            context = (summary if last >= 0 else 0) + held + user
+            if context > room:
+                break
+            cost += context
+        else:
+            best = min(best, cost)
+    return best
+
+
+@given(st.lists(st.tuples(st.integers(1, 60), st.integers(0, 400)), min_size=1, max_size=10),
+       st.integers(150, 900), st.integers(20, 200), st.integers(0, 900))
+def test_the_cheapest_schedule_is_the_least_of_every_schedule(
+    turns: list[tuple[int, int]], room: int, summary: int, fixed: int
+) -> None:
+    """bench/cost_bound.py: the floor the cost report sets under a run at a room nothing
+    of is cached is the least cost over every schedule of folds, found exhaustively."""
+    shaped = [(user, user + replies) for user, replies in turns]
+    assert cheapest_of(shaped, room, summary, fixed) == brute_force(shaped, room, summary, fixed)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.db import connection
@@ -30,14 +30,17 @@ pytestmark = pytest.mark.django_db
 NOW = timezone.now().replace(microsecond=0)
 
 
-def converse(thread: Thread, turns: range, budget: int, **overrides: object) -> list:
-    """The agent's order: the user's message, a recall, then the replies."""
+def converse(
+    thread: Thread, turns: range, budget: int, *, now: datetime | None = None,
+    **overrides: object,
+) -> list:
+    """The agent's order: the user's message, a recall, then the replies (at ``now``)."""
     results = []
     for number in turns:
         messages = turn_messages(number, with_tools=number % 3 == 0)
-        services.append(thread, messages[0])
-        results.append(services.recall(thread, budget, **overrides))
-        services.append(thread, messages[1:])
+        services.append(thread, messages[0], now=now)
+        results.append(services.recall(thread, budget, now=now, **overrides))
+        services.append(thread, messages[1:], now=now)
     return results
 
 
@@ -126,14 +129,20 @@ def test_a_backfill_in_background_mode_folds_in_bounded_spans_with_bounded_nesti
 
 
 def test_a_summary_expires_with_the_earliest_original_it_stands_for() -> None:
+    start = timezone.now()
     thread = Thread.objects.create(ttl=timedelta(days=30))
-    converse(thread, range(1, 20), 1000)
+    converse(thread, range(1, 20), 1000, now=start)
     # The TTL is lowered mid-thread: later originals expire before earlier ones.
     Thread.objects.filter(pk=thread.pk).update(ttl=timedelta(days=1))
     thread.refresh_from_db()
     canary = "card 4111-1111-1111-1111"
-    services.append(thread, {"role": "user", "content": f"Charge my {canary} please."})
-    converse(thread, range(20, 60), 1000)
+    services.append(thread, {"role": "user", "content": f"Charge my {canary} please."},
+                    now=start)
+    converse(thread, range(20, 40), 1000, now=start)
+    # Written two hours on: at the canary's expiry these still live, beside summaries
+    # that expired with it and left short runs of them verbatim (the recall must not
+    # fold such a run alone, which no summary could make smaller, but merge first).
+    converse(thread, range(40, 60), 1000, now=start + timedelta(hours=2))
     holding = MemoryEntry.objects.filter(
         thread=thread, kind=EntryKind.MESSAGE, content__contains=canary
     ).get()

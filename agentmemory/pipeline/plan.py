@@ -130,7 +130,7 @@ def next_fold(
                 # The newest run may borrow from the tail, never its newest turn.
                 last = _widen(blocks, first, last, estimate)
             chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed,
-                           by_count=not over)
+                           by_count=counted)
             if chunk is not None and needed and chunk.span_tokens <= estimate:
                 last_resort, chunk = chunk, None
             if chunk is not None:
