@@ -46,6 +46,8 @@ TWINS = [
     (services.asearch, services.search),
 ]
 
+HEADER = "Earlier, recalled in an event loop:"
+
 
 def async_client(server: OpenAIServer) -> AsyncOpenAI:
     """The official async client, pointed at the loopback server."""
@@ -86,7 +88,7 @@ def test_the_twins_store_recall_and_search_in_an_event_loop_where_the_orm_refuse
             services.search(user, "kettle")
         stored = await services.aappend(thread, said)
         # An inline recall folds in the call, the summarizer off the loop as well.
-        context = await services.arecall(thread, 600, mode="inline")
+        context = await services.arecall(thread, 600, mode="inline", header=HEADER)
         hits = await services.asearch(user, "kettle refund")
         with pytest.raises(InvalidMessageError):
             await services.aappend(thread, {"role": "nobody", "content": "x"})
@@ -100,7 +102,8 @@ def test_the_twins_store_recall_and_search_in_an_event_loop_where_the_orm_refuse
     assert MemoryEntry.objects.filter(thread=thread, content=said["content"]).count() == 1
     assert context.folded_summary_id in context.summaries_used  # it folded, in the loop
     assert context.messages[-1].content == said["content"]
-    again = services.recall(thread, 600, mode="inline")  # what sync code sees: no new fold
+    assert context.text.startswith(HEADER)  # the overrides reached `recall`
+    again = services.recall(thread, 600, mode="inline", header=HEADER)  # no second fold
     assert (again.messages, again.text, again.folded_summary_id) == (
         context.messages, context.text, None)
     assert [hit.entry_id for hit in hits] == [entry.pk]
