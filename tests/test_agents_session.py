@@ -121,17 +121,19 @@ def covered_count(thread: Thread) -> int:
 
 def test_a_runner_conversation_matches_sqlite_session_until_folded_then_leads_with_a_summary(
 ) -> None:
-    # --8<-- [start:session]
-    thread = Thread.objects.create()
-    session = ThreadSession(thread, budget_tokens=900, mode="inline")
-    # --8<-- [end:session]
-    ours = session
     theirs = SQLiteSession("reference")
-    assert isinstance(ours, Session)
     our_model, their_model = ScriptedModel(script()), ScriptedModel(script())
     folded_turns = []
 
     async def conversation() -> None:
+        # In the coroutine that runs the agent, as the docs show it: the thread comes
+        # from the ORM's async API (a sync `create` here raises SynchronousOnlyOperation).
+        # --8<-- [start:session]
+        thread = await Thread.objects.acreate()
+        session = ThreadSession(thread, budget_tokens=900, mode="inline")
+        # --8<-- [end:session]
+        ours = session
+        assert isinstance(ours, Session)
         for n in range(TURNS):
             before = await ours.get_items()
             calls_before = len(our_model.inputs)

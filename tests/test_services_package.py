@@ -19,7 +19,9 @@ from agentmemory.pipeline.config import RecallConfig
 from agentmemory.summarizers import get_summarizer
 from tests.helpers import add_turns
 
-MODULES = ("threads", "appends", "recalls", "background", "summaries", "integrity", "retention")
+MODULES = (
+    "threads", "appends", "recalls", "background", "summaries", "integrity", "retention", "search",
+)
 
 
 def test_every_public_function_and_class_of_the_modules_is_exported() -> None:

@@ -13,6 +13,10 @@ over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give
 `summaries` (expand, unfold, regenerate, review, retire), `integrity` (verify),
 `retention` (erase, purge) and `search` (search, expand for the model). Every name is
 importable from here.
+
+Async code calls the twins `aappend`, `arecall` and `asearch`: each runs its sync
+service itself through ``sync_to_async(thread_sensitive=True)``, the way Django's own
+async ORM methods run theirs.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ from agentmemory.folding.lease import (
     release_fold_lease,
     take_fold_lease,
 )
-from agentmemory.services.appends import append
+from agentmemory.services.appends import aappend, append
 from agentmemory.services.background import (
     enqueue_fold,
     fold_blocker,
@@ -47,6 +51,7 @@ from agentmemory.services.recalls import (
     FoldOutcome,
     RecalledMessage,
     RecallResult,
+    arecall,
     fold,
     fold_while_due,
     load_intact,
@@ -70,6 +75,7 @@ from agentmemory.services.search import (
     InvalidSearchQuery,
     SearchHit,
     UnknownHandleError,
+    asearch,
     expand_for_model,
     search,
 )
@@ -105,7 +111,10 @@ __all__ = [
     "PurgeResult",
     "RecallResult",
     "RecalledMessage",
+    "aappend",
     "append",
+    "arecall",
+    "asearch",
     "broker",
     "clear_thread",
     "compact",

@@ -1,4 +1,4 @@
-"""Append: store messages in order, under the thread's row lock."""
+"""Append: store messages in order, under the thread's row lock; `aappend` for async code."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import transaction
 from django.utils import timezone
 
@@ -108,3 +109,19 @@ def append(
             transaction.on_commit(lambda: fold_if_due(thread))
     thread.last_position, thread.last_turn = position, turn
     return entries
+
+
+async def aappend(
+    thread: Thread,
+    messages: Any,
+    *,
+    now: datetime | None = None,
+) -> list[MemoryEntry]:
+    """`append` for async code (an event loop: ASGI views, the Agents SDK, LangGraph).
+
+    The ORM is synchronous and refuses to run inside an event loop
+    (``SynchronousOnlyOperation``); this runs `append` itself, as Django's own async
+    ORM methods run theirs, on the thread Django's sync code shares
+    (``sync_to_async(thread_sensitive=True)``). Same arguments, result and errors.
+    """
+    return await sync_to_async(append, thread_sensitive=True)(thread, messages, now=now)

@@ -1,5 +1,6 @@
 """Recall and fold: thin calls into `agentmemory.pipeline.recall`, which owns the whole
 recall (load-intact, the inline fold under the lease, the receipt) and its result types.
+`arecall` is `recall` for async code.
 """
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.utils import timezone
 
 from agentmemory.conf import memory_settings
@@ -32,6 +34,7 @@ __all__ = [
     "FoldOutcome",
     "RecallResult",
     "RecalledMessage",
+    "arecall",
     "fold",
     "load_intact",
     "recall",
@@ -51,6 +54,17 @@ def recall(
     for it and says ``omitted_reason="fold-pending"`` until the worker has folded.
     """
     return recall_context(thread, budget_tokens, now=now, follow_room=fold_for_room, **overrides)
+
+
+async def arecall(
+    thread: Thread, budget_tokens: int, *, now: datetime | None = None, **overrides: Any
+) -> RecallResult:
+    """`recall` for async code: runs `recall` itself on the thread Django's sync code
+    shares, as `aappend` runs `append`. An inline fold it makes runs there too, so the
+    event loop waits for the summarizer without being blocked by it."""
+    return await sync_to_async(recall, thread_sensitive=True)(
+        thread, budget_tokens, now=now, **overrides
+    )
 
 
 def fold(

@@ -1,5 +1,6 @@
 """What the model (and its developer) can ask of the past: search the originals, and
-expand a summary in the context into the messages it stands for."""
+expand a summary in the context into the messages it stands for. `asearch` is `search`
+for async code."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from asgiref.sync import sync_to_async
 from django.db import connection
 from django.utils import timezone
 
@@ -26,6 +28,7 @@ __all__ = [
     "InvalidSearchQuery",
     "SearchHit",
     "UnknownHandleError",
+    "asearch",
     "expand_for_model",
     "search",
 ]
@@ -113,6 +116,23 @@ def search(
     candidates = lookup(terms, scope, limit=limit * 2 + 10,
                         language=memory_settings.SEARCH_LANGUAGE)
     return _hits(candidates, now or timezone.now())[:limit]
+
+
+async def asearch(
+    owner_or_thread: Any,
+    query: str,
+    *,
+    limit: int = 10,
+    roles: list[str] | tuple[str, ...] | None = None,
+    before: datetime | None = None,
+    after: datetime | None = None,
+    now: datetime | None = None,
+) -> list[SearchHit]:
+    """`search` for async code: runs `search` itself on the thread Django's sync code
+    shares, as `aappend` runs `append`. Same arguments, hits and errors."""
+    return await sync_to_async(search, thread_sensitive=True)(
+        owner_or_thread, query, limit=limit, roles=roles, before=before, after=after, now=now
+    )
 
 
 def _roles(roles: Any) -> tuple[str, ...] | None:
