@@ -32,7 +32,7 @@ from langchain_core.messages import (  # noqa: E402
 from agentmemory import services  # noqa: E402
 from agentmemory.integrations.openai_shapes import prompt_cache_key  # noqa: E402
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread  # noqa: E402
-from agentmemory.services import RecalledMessage  # noqa: E402
+from agentmemory.services import RecalledMessage, RecallResult  # noqa: E402
 
 #: The key of an entry's metadata that keeps the LangChain message it was stored from
 #: (``messages_to_dict``), so that it comes back with its ids and metadata.
@@ -96,6 +96,17 @@ def langchain_message(message: RecalledMessage, metadata: dict[str, Any]) -> Bas
     return SystemMessage(content=message.content)
 
 
+def recalled_messages(context: RecallResult) -> list[BaseMessage]:
+    """A recalled context (`services.recall`) as LangChain messages, oldest first: each
+    verbatim message as it was stored (`langchain_message`), a summary as a
+    ``SystemMessage`` before the turns it precedes."""
+    metadata = dict(
+        MemoryEntry.objects.filter(pk__in=[m.id for m in context.messages])
+        .values_list("pk", "metadata")
+    )
+    return [langchain_message(m, metadata.get(m.id) or {}) for m in context.messages]
+
+
 def _args(arguments: Any) -> dict[str, Any]:
     """A tool call's arguments as LangChain's dict (stored as JSON text)."""
     if isinstance(arguments, dict):
@@ -131,12 +142,8 @@ class ThreadChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        context = services.recall(self.thread, self.budget_tokens, **self.recall_options)
-        metadata = dict(
-            MemoryEntry.objects.filter(pk__in=[m.id for m in context.messages])
-            .values_list("pk", "metadata")
-        )
-        return [langchain_message(m, metadata.get(m.id) or {}) for m in context.messages]
+        return recalled_messages(
+            services.recall(self.thread, self.budget_tokens, **self.recall_options))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages in one transaction; nothing is stored if one is invalid."""
