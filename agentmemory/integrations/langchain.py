@@ -4,7 +4,8 @@
 ``ThreadChatMessageHistory`` is a ``langchain_core`` ``BaseChatMessageHistory``: use it
 with ``RunnableWithMessageHistory`` like any other. ``messages`` is the thread's recalled
 context: verbatim messages while they fit the budget, and a ``SystemMessage`` holding the
-summary, first, in place of the oldest ones once they are folded.
+summary, first, in place of the oldest ones once they are folded. For an agent built
+with ``langchain.agents.create_agent``, use `agentmemory.integrations.langchain_agents`.
 """
 
 from __future__ import annotations
