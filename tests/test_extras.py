@@ -193,7 +193,7 @@ def test_the_agent_middleware_without_langchain_names_the_langchain_extra(
 ) -> None:
     """langchain-core alone (what the chat history needs) is not enough for the middleware."""
     monkeypatch.setitem(sys.modules, missing, None)
-    forget(monkeypatch, "agentmemory.integrations.langchain_agents", "langchain.")
+    forget(monkeypatch, "agentmemory.integrations.langchain_agents", "langchain.", f"{missing}.")
 
     with pytest.raises(MissingExtraError) as raised:
         __import__("agentmemory.integrations.langchain_agents")

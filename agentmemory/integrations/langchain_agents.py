@@ -65,7 +65,13 @@ class ThreadMemoryMiddleware(AgentMiddleware[ThreadMemoryState, Any, Any]):
 
     Invoke the agent with the new messages of the turn only (no checkpointer is
     needed: the thread is the memory). With a checkpointer, messages the state already
-    held are not appended again (each message is recognised by its id).
+    held are not appended again (each message is recognised by its id). A turn that no
+    longer fits the budget raises `ContextDeclinedError` rather than calling the model
+    with no messages.
+
+    Create the thread with its owner (``Thread.objects.create(owner=user)``): the owner
+    reads its folded originals in the admin and the API without a grant, and the memory
+    tools search all of the owner's conversations.
 
     ``memory_tools=True`` offers the model ``memory_search`` and ``memory_expand``
     (`agentmemory.tools`) on this thread, each result at most a quarter of the budget;
