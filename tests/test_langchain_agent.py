@@ -11,12 +11,13 @@ with its results; the thread holds each message of the conversation once, in ord
 
 from __future__ import annotations
 
-import asyncio
+import gc
 import re
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+from asgiref.sync import async_to_sync
 from langchain.agents import create_agent
 from langchain_core.language_models.chat_models import BaseChatModel
 from langchain_core.messages import (
@@ -135,6 +136,15 @@ class ToolCallingModel(BaseChatModel):
 def expand(handle: str, call_id: str) -> AIMessage:
     return AIMessage(content="", tool_calls=[{"id": call_id, "name": "memory_expand", "args": {
         "handle": handle, "page": None, "entry": None, "thread": None}}])
+
+
+@pytest.fixture(autouse=True)
+def _close_worker_connections() -> Iterator[None]:
+    """The ToolNode's worker threads end with the run, each leaving the connection it
+    opened to be closed when collected: collect them, so the test database can be
+    dropped."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture
@@ -276,7 +286,7 @@ def test_the_async_agent_appends_and_recalls_as_the_sync_one(
             messages += result["messages"]
         return messages
 
-    conversation = asyncio.run(converse())
+    conversation = async_to_sync(converse)()
     assert [message_id(e) for e in stored(thread)] == [m.id for m in conversation]
     ids = [m.id for m in conversation]
     contexts = list(handed_contexts(model))

@@ -8,8 +8,9 @@ summary in their place and the newest messages as they are.
 
 from __future__ import annotations
 
+import gc
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -35,6 +36,15 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.filterwarnings("ignore::langchain_core._api.LangChainDeprecationWarning"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _close_worker_connections() -> Iterator[None]:
+    """LangChain's worker threads end with each call, leaving the connection each opened
+    to be closed when collected: collect them, so the test database can be dropped."""
+    yield
+    gc.collect()
+
 
 SUMMARY_LABEL = "[summary of earlier turns"
 FILLER = ("The parcel for order {n} left the warehouse in Leeds, was scanned at the DHL hub, "
