@@ -39,6 +39,16 @@ class ToolCallIdError(MessageConflictError):
         self.call_id = call_id
 
 
+class ContextDeclinedError(AgentMemoryError):
+    """A recall gave nothing to send, and a model call needs messages: the newest turn
+    alone does not fit the budget, or the budget leaves no room. ``reason`` is the
+    recall's ``budget_decline`` (``newest-turn-too-large``, ``below-minimum-tokens``)."""
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
 class NotASummaryError(AgentMemoryError, ValueError):
     """An entry that is not a summary was given where a summary is required."""
 

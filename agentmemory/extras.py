@@ -23,6 +23,8 @@ EXTRA_OF_MODULE = {
     "openai": "openai",
     "agents": "agents",
     "langchain_core": "langchain",
+    "langchain": "langchain",
+    "langgraph": "langchain",
 }
 
 

@@ -26,6 +26,19 @@ REFUSAL = (
     "groups; being a superuser does not grant it."
 )
 
+
+def expand_refusal(owner_id: int | None) -> str:
+    """Why a user who neither owns the thread (owned by ``owner_id``) nor holds the grant
+    is refused the text its summaries hide, and what would open it (`REFUSAL`)."""
+    if owner_id is None:
+        whose = ("This thread has no owner (it was created without one), so nobody reads "
+                 "what its summaries hide as its owner; an agent's thread created with its "
+                 "user as owner, Thread.objects.create(owner=user), is open to that user.")
+    else:
+        whose = "This thread belongs to another user, who reads what its summaries hide."
+    return f"{whose} {REFUSAL}"
+
+
 _CACHE = "_agentmemory_expand_cache"  # on the user object, as Django caches permissions
 
 

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 from django.contrib import admin
+from django.contrib.admin.models import LogEntry
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import Client
@@ -431,6 +432,18 @@ def test_a_refused_expand_view_explains_itself_in_the_admins_look(
         assert 'class="breadcrumbs"' in body and f'href="{crumb}"' in body
         assert 'id="site-name"' in body  # the admin's header, not a bare 403
         assert CANARY not in body
+        # Why: the thread is another user's. How: the permission by the name the user
+        # form lists it under; a superuser may grant it to themself on their own page.
+        refused = refusal_text(body)
+        assert "This thread belongs to another user" in refused
+        assert f"“{EXPAND_LABEL}”" in refused
+        own_page = reverse("admin:auth_user_change", args=[response.wsgi_request.user.pk])
+        if who == "superuser":
+            assert "You may grant it to yourself" in refused
+            assert f'href="{own_page}"' in body
+        else:
+            assert "ask an administrator to grant" in refused
+            assert "/auth/user/" not in body
 
 
 def test_a_user_without_view_permission_is_refused_without_learning_the_object(
@@ -442,8 +455,74 @@ def test_a_user_without_view_permission_is_refused_without_learning_the_object(
     body = response.content.decode()
     assert "permission to view summaries" in body and world.summary.summary_key not in body
     assert reverse("admin:agentmemory_summary_changelist") not in body  # no dead link
+    assert ("ask an administrator to grant “Agent memory | summary | Can view summary” "
+            "(agentmemory.view_summary)") in refusal_text(body)
     timeline = client.get(reverse("admin:agentmemory_thread_timeline", args=[world.thread.pk]))
     assert timeline.status_code == 403 and "permission to view threads" in timeline.content.decode()
+
+
+#: The expand permission as Django's user form lists it (app, model, name).
+EXPAND_LABEL = "Agent memory | memory entry | Can expand a summary into its originals"
+
+
+def refusal_text(body: str) -> str:
+    from tests.test_admin import text_by_id
+
+    return " ".join(text_by_id(body, "am-refused").split())
+
+
+def test_a_superuser_refused_an_ownerless_thread_learns_why_and_grants_themself(
+    settings: Any,
+) -> None:
+    """The first thing a developer tries after an agent example: a thread created without
+    an owner, opened in the admin as a superuser. The refusal says the thread has no
+    owner and links the superuser's own page, where the permission it names is granted."""
+    settings.AGENTMEMORY = SETTINGS
+    thread = Thread.objects.create(title="agent run")  # no owner
+    services.append(thread, [{"role": "user", "content": text} for text in SPAN + KEPT])
+    summary = services.recall(thread, BIG, **FOLD).folded_summary_id
+    root = User.objects.create_superuser("root", password="pw")
+    client = logged_in(root)
+    expand = reverse("admin:agentmemory_summary_expand", args=[summary])
+
+    response = client.get(expand)
+    assert response.status_code == 403
+    refused = refusal_text(response.content.decode())
+    assert "This thread has no owner" in refused and "owner=user" in refused
+    assert "being a superuser does not grant it" in refused
+    own_page = reverse("admin:auth_user_change", args=[root.pk])
+    assert f'href="{own_page}"' in response.content.decode()
+
+    # Following it: the permission is listed under the name the refusal gave; saving the
+    # form with it chosen grants it, and the admin's history records the change.
+    page = client.get(own_page)
+    form = page.context["adminform"].form
+    permission = Permission.objects.get(codename="expand_summary")
+    assert dict(form.fields["user_permissions"].choices)[permission.pk] == EXPAND_LABEL
+    data = form_data(form)
+    data["user_permissions"] = [*data.get("user_permissions", []), permission.pk]
+    assert client.post(own_page, data).status_code == 302
+    assert LogEntry.objects.filter(object_id=str(root.pk), user=root).exists()
+
+    granted = logged_in(User.objects.get(pk=root.pk)).get(expand)
+    assert granted.status_code == 200 and CANARY in granted.content.decode()
+
+
+def form_data(form: Any) -> dict[str, Any]:
+    """What a browser posts back for an unchanged admin form."""
+    from django.forms import MultiWidget
+
+    data: dict[str, Any] = {}
+    for name, form_field in form.fields.items():
+        value = form[name].value()
+        if form_field.disabled or value is None or value is False:
+            continue
+        if isinstance(form_field.widget, MultiWidget):
+            for index, part in enumerate(form_field.widget.decompress(value)):
+                data[f"{name}_{index}"] = "" if part is None else part
+        else:
+            data[name] = "on" if value is True else value
+    return data
 
 
 # ---------------------------------------------------------------- records

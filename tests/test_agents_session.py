@@ -120,6 +120,7 @@ def covered_count(thread: Thread) -> int:
 
 
 def test_a_runner_conversation_matches_sqlite_session_until_folded_then_leads_with_a_summary(
+    user: Any,
 ) -> None:
     theirs = SQLiteSession("reference")
     our_model, their_model = ScriptedModel(script()), ScriptedModel(script())
@@ -129,7 +130,7 @@ def test_a_runner_conversation_matches_sqlite_session_until_folded_then_leads_wi
         # In the coroutine that runs the agent, as the docs show it: the thread comes
         # from the ORM's async API (a sync `create` here raises SynchronousOnlyOperation).
         # --8<-- [start:session]
-        thread = await Thread.objects.acreate()
+        thread = await Thread.objects.acreate(owner=user)
         session = ThreadSession(thread, budget_tokens=900, mode="inline")
         # --8<-- [end:session]
         ours = session
@@ -224,7 +225,7 @@ def test_items_of_a_type_not_stored_are_left_out_and_a_bad_item_writes_nothing()
     assert async_to_sync(run)() == [user]
 
 
-def test_a_sqlite_session_imported_as_a_backfill_folds_forward() -> None:
+def test_a_sqlite_session_imported_as_a_backfill_folds_forward(user: Any) -> None:
     old = SQLiteSession("legacy-42")
     model = ScriptedModel(script())
 
@@ -232,7 +233,7 @@ def test_a_sqlite_session_imported_as_a_backfill_folds_forward() -> None:
         for n in range(TURNS):
             await run_turn(old, model, n)
         # --8<-- [start:backfill]
-        thread = await Thread.objects.acreate(client_key="legacy-42")
+        thread = await Thread.objects.acreate(owner=user, client_key="legacy-42")
         session = ThreadSession(thread, budget_tokens=900, mode="inline")
         await session.add_items(await old.get_items())
         # --8<-- [end:backfill]

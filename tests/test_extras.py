@@ -109,7 +109,7 @@ def test_with_every_extra_installed_there_is_no_e014() -> None:
 CORE_WITHOUT_EXTRAS = r'''
 import importlib, sys
 BLOCKED = ("rest_framework", "drf_spectacular", "celery", "kombu", "redis", "openai",
-           "agents", "langchain_core")
+           "agents", "langchain_core", "langchain", "langgraph")
 for name in BLOCKED:
     sys.modules[name] = None
 
@@ -175,7 +175,8 @@ except ImportError as exc:
     assert exc.name == "celery", exc
 else:
     raise AssertionError("agentmemory.tasks imported without Celery")
-for module, extra in (("openai_agents", "agents"), ("langchain", "langchain")):
+for module, extra in (("openai_agents", "agents"), ("langchain", "langchain"),
+                      ("langchain_agents", "langchain")):
     try:
         importlib.import_module(f"agentmemory.integrations.{module}")
     except MissingExtraError as exc:
@@ -184,6 +185,21 @@ for module, extra in (("openai_agents", "agents"), ("langchain", "langchain")):
         raise AssertionError(f"agentmemory.integrations.{module} imported without its extra")
 print("core ok")
 '''
+
+
+@pytest.mark.parametrize("missing", ["langchain", "langgraph"])
+def test_the_agent_middleware_without_langchain_names_the_langchain_extra(
+    monkeypatch: pytest.MonkeyPatch, missing: str
+) -> None:
+    """langchain-core alone (what the chat history needs) is not enough for the middleware."""
+    monkeypatch.setitem(sys.modules, missing, None)
+    forget(monkeypatch, "agentmemory.integrations.langchain_agents", "langchain.", f"{missing}.")
+
+    with pytest.raises(MissingExtraError) as raised:
+        __import__("agentmemory.integrations.langchain_agents")
+
+    assert (raised.value.extra, raised.value.module) == ("langchain", missing)
+    assert 'pip install "django-agentmemory[langchain]"' in str(raised.value)
 
 
 def test_the_core_imports_and_runs_without_any_extra() -> None:

@@ -8,10 +8,13 @@ summary in their place and the newest messages as they are.
 
 from __future__ import annotations
 
+import gc
 import json
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from django.contrib.auth.base_user import AbstractBaseUser
 from hypothesis import HealthCheck, given, settings
 from langchain_core.chat_history import BaseChatMessageHistory, InMemoryChatMessageHistory
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
@@ -33,6 +36,15 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.filterwarnings("ignore::langchain_core._api.LangChainDeprecationWarning"),
 ]
+
+
+@pytest.fixture(autouse=True)
+def _close_worker_connections() -> Iterator[None]:
+    """LangChain's worker threads end with each call, leaving the connection each opened
+    to be closed when collected: collect them, so the test database can be dropped."""
+    yield
+    gc.collect()
+
 
 SUMMARY_LABEL = "[summary of earlier turns"
 FILLER = ("The parcel for order {n} left the warehouse in Leeds, was scanned at the DHL hub, "
@@ -81,9 +93,12 @@ def chain(model: RecordingChatModel, history: BaseChatMessageHistory) -> Any:
 
 
 # --8<-- [start:history]
-def history_for(session_id: str) -> ThreadChatMessageHistory:
-    thread, _ = Thread.objects.get_or_create(owner=None, client_key=session_id)
-    return ThreadChatMessageHistory(thread, budget_tokens=900, mode="inline")
+def histories_of(user: AbstractBaseUser) -> Callable[[str], ThreadChatMessageHistory]:
+    """The history of each of ``user``'s conversations, by session id."""
+    def history_for(session_id: str) -> ThreadChatMessageHistory:
+        thread, _ = Thread.objects.get_or_create(owner=user, client_key=session_id)
+        return ThreadChatMessageHistory(thread, budget_tokens=900, mode="inline")
+    return history_for
 # --8<-- [end:history]
 
 
@@ -94,13 +109,14 @@ def covered_count(thread: Thread) -> int:
     )
 
 
-def test_a_runnable_conversation_matches_in_memory_history_until_folded() -> None:
+def test_a_runnable_conversation_matches_in_memory_history_until_folded(user: Any) -> None:
     model = RecordingChatModel(responses=replies(), seen=[])
     # --8<-- [start:runnable]
-    chat = RunnableWithMessageHistory(model, history_for)
+    chat = RunnableWithMessageHistory(model, histories_of(user))
     config = {"configurable": {"session_id": "lc-1"}}
     # --8<-- [end:runnable]
-    ours = history_for("lc-1")
+    ours = histories_of(user)("lc-1")
+    assert ours.thread.owner == user
     thread = ours.thread
     theirs = InMemoryChatMessageHistory()
     their_model = RecordingChatModel(responses=replies(), seen=[])
@@ -183,7 +199,8 @@ def test_a_message_it_cannot_store_raises_and_writes_nothing() -> None:
     assert not MemoryEntry.objects.filter(thread=thread).exists()
 
 
-def test_an_existing_history_imported_as_a_backfill_folds_forward() -> None:
+def test_an_existing_history_imported_as_a_backfill_folds_forward(user: Any) -> None:
+    history_for = histories_of(user)
     old = InMemoryChatMessageHistory()
     model = RecordingChatModel(responses=replies(), seen=[])
     for n in range(TURNS):

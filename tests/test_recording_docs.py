@@ -30,7 +30,7 @@ def chat_about_orders(thread, numbers):
 
 
 @pytest.mark.django_db
-def test_a_long_conversation_is_summarized_once(settings):
+def test_a_long_conversation_is_summarized_once(settings, django_user_model):
     settings.AGENTMEMORY = {
         "SUMMARIZER": {
             "BACKEND": "agentmemory.summarizers.testing.RecordingSummarizer",
@@ -38,7 +38,7 @@ def test_a_long_conversation_is_summarized_once(settings):
             "OPTIONS": {"REPLY": REPLY},
         },
     }
-    thread = Thread.objects.create()
+    thread = Thread.objects.create(owner=django_user_model.objects.create_user("ann"))
     chat_about_orders(thread, range(1, 31))
 
     result = services.recall(thread, 600)

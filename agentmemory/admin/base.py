@@ -8,6 +8,8 @@ from functools import partial
 from typing import Any, ClassVar
 
 from django.contrib import admin
+from django.contrib.auth import get_permission_codename, get_user_model
+from django.contrib.auth.models import Permission
 from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
@@ -16,7 +18,7 @@ from django.utils.html import format_html
 from django.utils.text import Truncator
 
 from agentmemory.models import MemoryEntry, Summary, Thread
-from agentmemory.permissions import holds_expand
+from agentmemory.permissions import EXPAND_PERMISSION, holds_expand
 
 #: Hex digits of a hash shown in a cell; the whole hash is in the cell's title.
 HASH_DIGITS = 12
@@ -132,10 +134,11 @@ class PagesAdmin(admin.ModelAdmin):
 
     def open_page(self, page: str, request: HttpRequest, object_id: int) -> HttpResponse:
         if not self.has_view_permission(request):
+            opts = self.model._meta
             return self.refuse(
                 request,
-                f"{self.pages[page]} needs the permission to view "
-                f"{self.model._meta.verbose_name_plural}.",
+                f"{self.pages[page]} needs the permission to view {opts.verbose_name_plural}.",
+                needs=f"{opts.app_label}.{get_permission_codename('view', opts)}",
             )
         response: HttpResponse = getattr(self, f"{page}_view")(request, object_id)
         return response
@@ -160,9 +163,33 @@ class PagesAdmin(admin.ModelAdmin):
         }
         return TemplateResponse(request, f"agentmemory/admin/{template}", context, status=status)
 
-    def refuse(self, request: HttpRequest, reason: str, obj: Any = None) -> TemplateResponse:
-        """Status 403 in the admin's look, saying what is needed."""
+    def refuse(
+        self, request: HttpRequest, reason: str, obj: Any = None, *,
+        needs: str = EXPAND_PERMISSION,
+    ) -> TemplateResponse:
+        """Status 403 in the admin's look, saying why (``reason``) and how to get access:
+        the permission ``needs`` (``app_label.codename``) by the name the user form shows
+        it under, and a link to the user's own page when they may grant it themselves."""
         shown = obj if obj is not None and self.has_view_permission(request, obj) else None
         context = {"title": "Not shown to you", "reason": reason, "obj": shown,
-                   "crumb": "not shown"}
+                   "crumb": "not shown", **access(request, self.admin_site, needs)}
         return self.render(request, "refused.html", context, status=403)
+
+
+def access(request: HttpRequest, site: admin.AdminSite, needs: str) -> dict[str, Any]:
+    """How ``request.user`` gets the permission ``needs``: its label in the user form's
+    permission list, and the URL of their own user page in ``site`` when they may change
+    it there (a superuser, or staff who may change users), else ``None``."""
+    app_label, codename = needs.split(".")
+    permission = Permission.objects.filter(
+        content_type__app_label=app_label, codename=codename
+    ).select_related("content_type").first()
+    user_model, user = get_user_model(), request.user
+    own_page = None
+    if (isinstance(user, user_model) and site.is_registered(user_model)
+            and site.get_model_admin(user_model).has_change_permission(request, user)):
+        opts = user_model._meta
+        own_page = reverse(f"{site.name}:{opts.app_label}_{opts.model_name}_change",
+                           args=[user.pk])
+    return {"permission": str(permission) if permission else needs, "needs": needs,
+            "own_page": own_page}

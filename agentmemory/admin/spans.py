@@ -24,7 +24,7 @@ from agentmemory.admin.text import (
     split_summary,
 )
 from agentmemory.models import FoldedSpan
-from agentmemory.permissions import REFUSAL
+from agentmemory.permissions import expand_refusal
 from agentmemory.window.lookup import expand_span
 
 
@@ -87,7 +87,7 @@ class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard, PagesAdmin):
             pk=object_id,
         )
         if not may_read(span):
-            return self.refuse(request, REFUSAL, span)
+            return self.refuse(request, expand_refusal(span.thread.owner_id), span)
         label, text, note = split_summary(span.content, span.missing_facts)
         context = {
             "title": f"Folded span #{span.pk}",

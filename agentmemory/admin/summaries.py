@@ -27,7 +27,7 @@ from agentmemory.admin.text import (
     split_summary,
 )
 from agentmemory.models import MemoryEntry, Summary, SummaryCoverage
-from agentmemory.permissions import REFUSAL
+from agentmemory.permissions import expand_refusal
 from agentmemory.trust.savings import summary_savings
 from agentmemory.trust.signing import summary_is_intact
 
@@ -132,7 +132,7 @@ class SummaryAdmin(SummaryActions, ReadOnlyAdmin, CoveredTextAdmin, PagesAdmin):
             self.get_queryset(request).select_related("coverage", "thread"), pk=object_id
         )
         if not may_read(summary):
-            return self.refuse(request, REFUSAL, summary)
+            return self.refuse(request, expand_refusal(summary.thread.owner_id), summary)
         originals = services.expand(summary)
         nested = {
             entry.pk: services.expand(entry, recursive=True)

@@ -4,7 +4,8 @@
 ``ThreadChatMessageHistory`` is a ``langchain_core`` ``BaseChatMessageHistory``: use it
 with ``RunnableWithMessageHistory`` like any other. ``messages`` is the thread's recalled
 context: verbatim messages while they fit the budget, and a ``SystemMessage`` holding the
-summary, first, in place of the oldest ones once they are folded.
+summary, first, in place of the oldest ones once they are folded. For an agent built
+with ``langchain.agents.create_agent``, use `agentmemory.integrations.langchain_agents`.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from langchain_core.messages import (  # noqa: E402
 from agentmemory import services  # noqa: E402
 from agentmemory.integrations.openai_shapes import prompt_cache_key  # noqa: E402
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread  # noqa: E402
-from agentmemory.services import RecalledMessage  # noqa: E402
+from agentmemory.services import RecalledMessage, RecallResult  # noqa: E402
 
 #: The key of an entry's metadata that keeps the LangChain message it was stored from
 #: (``messages_to_dict``), so that it comes back with its ids and metadata.
@@ -96,6 +97,17 @@ def langchain_message(message: RecalledMessage, metadata: dict[str, Any]) -> Bas
     return SystemMessage(content=message.content)
 
 
+def recalled_messages(context: RecallResult) -> list[BaseMessage]:
+    """A recalled context (`services.recall`) as LangChain messages, oldest first: each
+    verbatim message as it was stored (`langchain_message`), a summary as a
+    ``SystemMessage`` before the turns it precedes."""
+    metadata = dict(
+        MemoryEntry.objects.filter(pk__in=[m.id for m in context.messages])
+        .values_list("pk", "metadata")
+    )
+    return [langchain_message(m, metadata.get(m.id) or {}) for m in context.messages]
+
+
 def _args(arguments: Any) -> dict[str, Any]:
     """A tool call's arguments as LangChain's dict (stored as JSON text)."""
     if isinstance(arguments, dict):
@@ -131,12 +143,8 @@ class ThreadChatMessageHistory(BaseChatMessageHistory):
 
     @property
     def messages(self) -> list[BaseMessage]:  # type: ignore[override]
-        context = services.recall(self.thread, self.budget_tokens, **self.recall_options)
-        metadata = dict(
-            MemoryEntry.objects.filter(pk__in=[m.id for m in context.messages])
-            .values_list("pk", "metadata")
-        )
-        return [langchain_message(m, metadata.get(m.id) or {}) for m in context.messages]
+        return recalled_messages(
+            services.recall(self.thread, self.budget_tokens, **self.recall_options))
 
     def add_messages(self, messages: Sequence[BaseMessage]) -> None:
         """Append the messages in one transaction; nothing is stored if one is invalid."""

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from agentmemory.models import Thread
-from agentmemory.tools.definitions import TOOLS, run
+from agentmemory.tools.definitions import RESULT_TOKENS, TOOLS, run
 
 
 def agents_tools(thread: Thread) -> list[Any]:
@@ -37,9 +37,10 @@ def agents_tools(thread: Thread) -> list[Any]:
     ]
 
 
-def langchain_tools(thread: Thread) -> list[Any]:
+def langchain_tools(thread: Thread, *, max_tokens: int = RESULT_TOKENS) -> list[Any]:
     """The tools as LangChain ``StructuredTool``s bound to ``thread`` (the ``langchain``
-    extra), with the same JSON Schemas; sync and async."""
+    extra), with the same JSON Schemas; sync and async. Each result is at most
+    ``max_tokens`` (`run`)."""
     from asgiref.sync import sync_to_async
 
     from agentmemory.extras import require
@@ -49,10 +50,11 @@ def langchain_tools(thread: Thread) -> list[Any]:
 
     def bound(name: str) -> tuple[Any, Any]:
         def call(**arguments: Any) -> str:
-            return run(thread, name, arguments)
+            return run(thread, name, arguments, max_tokens=max_tokens)
 
         async def acall(**arguments: Any) -> str:
-            return await sync_to_async(run, thread_sensitive=True)(thread, name, arguments)
+            return await sync_to_async(run, thread_sensitive=True)(
+                thread, name, arguments, max_tokens=max_tokens)
 
         return call, acall
 

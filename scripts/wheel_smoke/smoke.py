@@ -51,9 +51,14 @@ assert fold_thread.name == "agentmemory.fold_thread"
 load_summarizer({"BACKEND": "agentmemory.summarizers.openai.OpenAISummarizer",
                  "MODEL": "gpt-4o-mini", "OPTIONS": {}})
 
-# The agent-loop integrations: the context in the OpenAI shapes, the Agents SDK session
-# and the LangChain history (the agents and langchain extras).
+# The agent-loop integrations: the context in the OpenAI shapes, the Agents SDK session,
+# the LangChain agent middleware and history (the agents and langchain extras; the
+# langchain extra brings langchain-openai, which the docs' agent uses).
+from langchain.agents import create_agent  # noqa: E402
+from langchain_openai import ChatOpenAI  # noqa: E402
+
 from agentmemory.integrations.langchain import ThreadChatMessageHistory  # noqa: E402
+from agentmemory.integrations.langchain_agents import ThreadMemoryMiddleware  # noqa: E402
 from agentmemory.integrations.openai_agents import ThreadSession  # noqa: E402
 
 assert context.as_chat_messages()[1]["tool_calls"][0]["function"]["name"] == "lookup_order"
@@ -61,6 +66,9 @@ assert [i["type"] for i in context.as_response_input()][1:3] == [
     "function_call", "function_call_output"]
 assert ThreadSession(thread, budget_tokens=1500).session_id == str(thread.pk)
 assert len(ThreadChatMessageHistory(thread, budget_tokens=1500).messages) == 4
+memory = ThreadMemoryMiddleware(thread, budget_tokens=1500, memory_tools=True)
+assert [t.name for t in memory.tools] == ["memory_search", "memory_expand"]
+create_agent(ChatOpenAI(model="gpt-4o-mini", api_key="sk-smoke"), middleware=[memory])
 
 client = Client()
 login = client.get("/admin/login/")
