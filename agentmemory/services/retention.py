@@ -6,17 +6,18 @@ Everything derived from an erased row goes with it, found by recorded derivation
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, SpanSource, Thread
+from agentmemory.paging import pages
 from agentmemory.search.index import forget_deleted
 from agentmemory.window.frame import entry_digest
 from agentmemory.writes.retire import derived_summary_ids
@@ -86,21 +87,24 @@ def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
     return sorted(entries), sorted(spans)
 
 
-def erase_thread(thread: Thread) -> None:
+def erase_thread(thread: Thread) -> int:
     """Delete a thread with everything in it: entries, summaries, spans, latches. Its
-    summarizer calls stay in the ledger, linked to no thread."""
+    summarizer calls stay in the ledger, linked to no thread. Returns how many entries
+    (messages and summaries) went with it: 0 when it was erased meanwhile."""
     with transaction.atomic():
-        if _delete_thread(thread):
+        erased = _delete_thread(thread)
+        if erased is not None:
             forget_deleted()
+    return erased or 0
 
 
-def _delete_thread(thread: Thread) -> bool:
+def _delete_thread(thread: Thread) -> int | None:
+    """The entries deleted with the thread; None when it was gone already."""
     if not Thread.objects.lock(thread.pk):
-        return False  # erased meanwhile by another request
+        return None  # erased meanwhile by another request
     # Clear coverage links first so deletion is not one SET NULL per summary.
     MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
-    thread.delete()
-    return True
+    return thread.delete()[1].get(MemoryEntry._meta.label, 0)
 
 
 def clear_thread(thread: Thread) -> None:
@@ -127,6 +131,63 @@ def erase_user(user_id: int) -> int:
             _delete_thread(thread)
         forget_deleted()
     return len(threads)
+
+
+@dataclass(frozen=True)
+class Erased:
+    """One thread `erase_threads` erased (or, in a dry run, would erase), with the
+    number of its entries, messages and summaries."""
+
+    thread_id: int
+    entries: int
+
+
+def erase_threads(
+    threads: QuerySet[Thread], *, dry_run: bool = False, batch_size: int = 500
+) -> Iterator[Erased]:
+    """`erase_thread` for each of ``threads`` in id order, each its own transaction,
+    read ``batch_size`` at a time (`agentmemory.paging.pages`); a thread erased meanwhile
+    counts 0 entries. With ``dry_run`` nothing is deleted: each page's entries are
+    counted in one query."""
+    for page in pages(threads, batch_size):
+        if dry_run:
+            counts = dict(
+                MemoryEntry.objects.filter(thread__in=page).order_by().values("thread")
+                .annotate(entries=Count("pk")).values_list("thread", "entries")
+            )
+            for thread in page:
+                yield Erased(thread.pk, counts.get(thread.pk, 0))
+        else:
+            for thread in page:
+                yield Erased(thread.pk, erase_thread(thread))
+
+
+@dataclass(frozen=True)
+class Expired:
+    """What is expired now: entries (messages and summaries, covered or not), window
+    spans and recall receipts."""
+
+    entries: int
+    spans: int
+    receipts: int
+
+
+def count_expired(
+    *, now: datetime | None = None, thread_ids: Iterable[int] | None = None
+) -> Expired:
+    """How many rows `purge_expired` finds expired at ``now``: three counts, no row read.
+    A purge also deletes what is derived from an expired entry (`derived_rows`), which
+    may not have expired itself."""
+    now = now or timezone.now()
+    entries = MemoryEntry.objects.expired(now)
+    spans = FoldedSpan.objects.expired(now)
+    receipts = RecallReceipt.objects.expired(now)
+    if thread_ids is not None:
+        ids = list(thread_ids)
+        entries = entries.filter(thread_id__in=ids)
+        spans = spans.filter(thread_id__in=ids)
+        receipts = receipts.filter(thread_id__in=ids)
+    return Expired(entries=entries.count(), spans=spans.count(), receipts=receipts.count())
 
 
 
