@@ -324,7 +324,8 @@ def test_erase_command_by_user() -> None:
     turn(Thread.objects.create(owner=dave), 1)
     out = StringIO()
     call_command("agentmemory_erase", "--user", str(carol.pk), stdout=out)
-    assert out.getvalue().splitlines()[-1] == f"Erased 3 threads (6 entries) of user carol (id {carol.pk})."
+    erased = f"Erased 3 threads (6 entries) of user carol (id {carol.pk})."
+    assert out.getvalue().splitlines()[-1] == erased
     assert not Thread.objects.filter(owner=carol).exists()
     assert Thread.objects.filter(owner=dave).count() == 1
 
