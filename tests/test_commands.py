@@ -310,13 +310,15 @@ def test_fold_takes_named_threads_or_a_users_by_name_or_id() -> None:
     named, not_named, bobs = due_thread(), due_thread(), due_thread(owner=bob)
 
     ran = run("agentmemory_fold", "--thread", str(named.pk), "-v", "2")
-    assert ran.screen[-1].startswith("Folded 1 of 1 threads")
-    assert f"thread {named.pk}: 1 summaries, 1 calls" in ran.screen
+    assert ran.screen[-1].startswith("Folded 1 of 1 thread:")
+    assert f"thread {named.pk}: 1 summary, 1 call" in ran.screen
     assert fold_summaries(named) and not fold_summaries(not_named)
 
-    assert run("agentmemory_fold", "--user", "bob").screen[-1].startswith("Folded 1 of 1")
+    by_name = run("agentmemory_fold", "--user", "bob").screen[-1]
+    assert by_name.startswith("Folded 1 of 1 thread:")
     assert fold_summaries(bobs) and not fold_summaries(not_named)
-    assert run("agentmemory_fold", "--user", str(bob.pk)).screen[-1].startswith("Folded 0 of 1")
+    by_id = run("agentmemory_fold", "--user", str(bob.pk)).screen[-1]
+    assert by_id.startswith("Folded 0 of 1 thread:")  # bob's thread is folded already
 
 
 def test_fold_exits_1_when_the_summarizer_fails_and_says_so(settings: Any) -> None:
@@ -326,8 +328,8 @@ def test_fold_exits_1_when_the_summarizer_fails_and_says_so(settings: Any) -> No
     ran = run("agentmemory_fold")
 
     assert ran.code == 1
-    assert "The fold of 1 threads failed (summarizer-failed 1)" in ran.error
-    assert ran.screen[-1] == "Folded 0 of 2 threads: 0 summaries, 1 summarizer calls."
+    assert "The fold of 1 thread failed (summarizer-failed 1)" in ran.error
+    assert ran.screen[-1] == "Folded 0 of 2 threads: 0 summaries, 1 summarizer call."
     assert ran.counts()["failed"] == 1
     assert SummarizerCall.objects.filter(thread=failing, outcome="failed").count() == 1
 
@@ -369,8 +371,8 @@ def test_purge_deletes_in_batches_and_counts_the_rows(tty: bool) -> None:
     assert not FoldedSpan.objects.filter(thread=expired).exists()
     assert MemoryEntry.objects.filter(thread=kept).count() == unexpired
     assert ran.screen[-1] == (
-        "Purged 10 entries and 1 window spans in 3 batches of at most 4; found expired: "
-        "10 entries, 1 window spans and 0 recall receipts."
+        "Purged 10 entries and 1 window span in 3 batches of at most 4; found expired: "
+        "10 entries, 1 window span and 0 recall receipts."
     )
     assert ran.counts() == {"entries": 10, "spans": 1, "batches": 3}
     ran.shown(tty, [0, 5, 9, 11])
@@ -381,10 +383,11 @@ def test_a_purge_dry_run_counts_and_writes_nothing() -> None:
     with writes_nothing():
         ran = run("agentmemory_purge", "--dry-run")
     assert ran.screen == [
-        "Dry run: 6 entries, 1 window spans and 0 recall receipts have expired (a purge "
+        "Dry run: 6 entries, 1 window span and 0 recall receipts have expired (a purge "
         "also deletes what is derived from them). Nothing was deleted."
     ]
-    assert run("agentmemory_purge").screen[-1].startswith("Purged 6 entries and 1 window")
+    purged = run("agentmemory_purge").screen[-1]
+    assert purged.startswith("Purged 6 entries and 1 window span in 1 batch of")
 
 
 # ---------------------------------------------------------------- agentmemory_sweep
@@ -421,7 +424,7 @@ def test_a_sweep_dry_run_sends_nothing_and_writes_nothing() -> None:
         "Nothing was sent or written."
     )
     assert run("agentmemory_sweep").screen[-1].startswith(
-        "Swept 2 threads written in the last 86400 s: sent 1 folds."
+        "Swept 2 threads written in the last 86400 s: sent 1 fold."
     )
 
 
@@ -437,7 +440,7 @@ def test_sweep_exits_1_when_the_broker_takes_no_fold(settings: Any) -> None:
     with publishing_app(f"redis://127.0.0.1:{closed_port}/0"):
         ran = run("agentmemory_sweep")
     assert ran.code == 1
-    assert ran.error.startswith("1 due folds could not be sent: the broker did not answer")
+    assert ran.error.startswith("1 due fold could not be sent: the broker did not answer")
     assert "not sent: broker-down 1" in ran.screen[-1]
     assert not fold_summaries(due)
 
@@ -533,7 +536,7 @@ def test_verify_counts_the_rows_it_checked(settings: Any, tty: bool) -> None:
     signed_rows(settings)
     ran = run("agentmemory_verify", tty=tty)
     assert ran.code == 0
-    assert ran.screen[-1] == "Checked 2 summaries and 1 spans: all match their signatures."
+    assert ran.screen[-1] == "Checked 2 summaries and 1 span: all match their signatures."
     assert ran.counts() == {"summaries": 2, "spans": 1, "tampered": 0}
     assert ran.statuses()[-1]["total"] == "3"
     ran.shown(tty, [0, 3])
@@ -546,14 +549,14 @@ def test_verify_exits_1_on_a_tampered_row_and_a_dry_run_leaves_it_be(settings: A
     with writes_nothing():
         ran = run("agentmemory_verify", "--dry-run")
     assert ran.code == 1
-    assert ran.screen[-1] == "Checked 2 summaries and 1 spans: 1 tampered."
+    assert ran.screen[-1] == "Checked 2 summaries and 1 span: 1 tampered."
     assert f"summaries [{summaries[0].pk}]" in ran.error and "Nothing was written" in ran.error
 
     ran = run("agentmemory_verify")
     assert ran.code == 1 and "retired" in ran.error
     assert MemoryEntry.objects.get(pk=summaries[0].pk).retired_at is not None
     again = run("agentmemory_verify")
-    assert again.code == 0 and again.screen[-1].startswith("Checked 1 summaries and 1 spans")
+    assert again.code == 0 and again.screen[-1].startswith("Checked 1 summary and 1 span")
 
 
 def test_verify_reads_a_page_of_rows_in_constant_queries() -> None:
@@ -577,14 +580,14 @@ def test_resign_counts_the_rows_signed_anew(settings: Any) -> None:
         ran = run("agentmemory_verify", "--resign", "--dry-run")
     assert ran.code == 0
     assert ran.screen[-1] == (
-        "Checked 2 summaries and 1 spans: 3 would be signed anew; every other live summary "
-        "and span is signed with the current key. Nothing was written."
+        "Checked 2 summaries and 1 span: 3 rows would be signed anew; every other live "
+        "summary and span is signed with the current key. Nothing was written."
     )
     ran = run("agentmemory_verify", "--resign")
-    assert ran.screen[-1].startswith("Checked 2 summaries and 1 spans: 3 were signed anew;")
+    assert ran.screen[-1].startswith("Checked 2 summaries and 1 span: 3 rows signed anew;")
     assert ran.counts() == {"summaries": 2, "spans": 1, "resigned": 3}
     assert run("agentmemory_verify").code == 0
-    assert ": 0 were signed anew;" in run("agentmemory_verify", "--resign").screen[-1]
+    assert ": 0 rows signed anew;" in run("agentmemory_verify", "--resign").screen[-1]
 
 
 # ---------------------------------------------------------------- manage.py on a terminal
@@ -633,7 +636,8 @@ def test_manage_py_on_a_terminal_redraws_and_exits_with_its_codes(on_postgres: b
     code, out, err = manage("agentmemory_fold", "--batch-size", "1")
     assert code == 0, err
     screen = Ran(out).screen
-    assert "\r" in out and screen[-1].startswith("Folded 1 of 2 threads: 1 summaries")
+    assert "\r" in out
+    assert screen[-1].startswith("Folded 1 of 2 threads: 1 summary, 1 summarizer call.")
     assert STATUS.match(screen[0]) and screen[0].startswith("agentmemory_fold: 2/2 threads")
 
     code, _, err = manage("agentmemory_erase", "--user", "nobody")
@@ -645,4 +649,4 @@ def test_manage_py_on_a_terminal_redraws_and_exits_with_its_codes(on_postgres: b
     sql_update(MemoryEntry, "content", "[summary of earlier turns: edited]", summary.pk)
     code, out, err = manage("agentmemory_verify")
     assert code == 1 and f"Tampered: summaries [{summary.pk}]" in err
-    assert Ran(out).screen[-1] == "Checked 1 summaries and 0 spans: 1 tampered."
+    assert Ran(out).screen[-1] == "Checked 1 summary and 0 spans: 1 tampered."

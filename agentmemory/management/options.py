@@ -106,6 +106,15 @@ def progress(
     )
 
 
+def many(count: int, noun: str) -> str:
+    """``1 thread``, ``2 threads``, ``3 entries``, ``2 batches``."""
+    if count == 1:
+        return f"1 {noun}"
+    if noun.endswith("y"):
+        return f"{count} {noun[:-1]}ies"
+    return f"{count} {noun}es" if noun.endswith("ch") else f"{count} {noun}s"
+
+
 def tally(reasons: dict[str, int]) -> str:
     """``not-smaller 2, quota-exceeded 1``."""
     return ", ".join(f"{reason} {count}" for reason, count in sorted(reasons.items()))

@@ -11,6 +11,7 @@ from agentmemory.management.options import (
     add_batch_size,
     add_dry_run,
     add_user,
+    many,
     positive_int,
     progress,
     usage_error,
@@ -50,14 +51,15 @@ class Command(BaseCommand):
                                              batch_size=options["batch_size"]):
             shown.advance(entries=erased.entries)
             if options["verbosity"] >= 2:
-                shown.note(f"thread {erased.thread_id}: {erased.entries} entries")
+                shown.note(f"thread {erased.thread_id}: {many(erased.entries, 'entry')}")
         shown.finish()
         if options["verbosity"] < 1:
             return
         if options["thread"] is not None:
-            erased_what = f"thread {options['thread']} ({shown.counts['entries']} entries)"
+            erased_what = f"thread {options['thread']} ({many(shown.counts['entries'], 'entry')})"
         else:
-            erased_what = f"{shown.done} threads ({shown.counts['entries']} entries){whose}"
+            erased_what = (f"{many(shown.done, 'thread')} "
+                           f"({many(shown.counts['entries'], 'entry')}){whose}")
         if dry_run:
             self.stdout.write(f"Dry run: would erase {erased_what}. Nothing was erased.")
         else:

@@ -14,6 +14,7 @@ from agentmemory.management.options import (
     add_dry_run,
     add_user,
     failed,
+    many,
     positive_int,
     progress,
     tally,
@@ -61,25 +62,26 @@ class Command(BaseCommand):
             shown.advance(**{name: done[name] for name in counts})
             if result.due and options["verbosity"] >= 2:
                 stopped = f"; {result.reason}" if result.reason else ""
-                shown.note(f"thread {result.thread_id}: {result.summaries} summaries, "
-                           f"{result.calls} calls{stopped}")
+                shown.note(f"thread {result.thread_id}: {many(result.summaries, 'summary')}, "
+                           f"{many(result.calls, 'call')}{stopped}")
         shown.finish()
         if options["verbosity"] >= 1:
             if dry_run:
                 self.stdout.write(
-                    f"Dry run: a fold is due for {total['due']} of {shown.total} threads"
+                    f"Dry run: a fold is due for {total['due']} of {many(shown.total, 'thread')}"
                     + (f"; declined without a call: {tally(declined)}" if declined else "")
                     + ". Nothing was written."
                 )
             else:
                 self.stdout.write(
-                    f"Folded {total['folded']} of {shown.total} threads: "
-                    f"{total['summaries']} summaries, {total['calls']} summarizer calls."
+                    f"Folded {total['folded']} of {many(shown.total, 'thread')}: "
+                    f"{many(total['summaries'], 'summary')}, "
+                    f"{many(total['calls'], 'summarizer call')}."
                     + (f" Stopped short: {tally(declined)}." if declined else "")
                 )
         if failures:
             raise failed(
-                f"The fold of {total['failed']} threads failed ({tally(failures)}): the "
+                f"The fold of {many(total['failed'], 'thread')} failed ({tally(failures)}): the "
                 "ledger has each call. Run agentmemory_fold again once the summarizer answers."
             )
 

@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from agentmemory import services
 from agentmemory.conf import memory_settings
-from agentmemory.management.options import add_batch_size, add_dry_run, progress
+from agentmemory.management.options import add_batch_size, add_dry_run, many, progress
 
 
 class Command(BaseCommand):
@@ -27,8 +27,8 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         now = timezone.now()  # what expires while it runs is the next purge's
         expired = services.count_expired(now=now)
-        found = (f"{expired.entries} entries, {expired.spans} window spans and "
-                 f"{expired.receipts} recall receipts")
+        found = (f"{many(expired.entries, 'entry')}, {many(expired.spans, 'window span')} "
+                 f"and {many(expired.receipts, 'recall receipt')}")
         if options["dry_run"]:
             if options["verbosity"] >= 1:
                 self.stdout.write(f"Dry run: {found} have expired (a purge also deletes "
@@ -48,5 +48,6 @@ class Command(BaseCommand):
             shown.checkpoint()
         shown.finish()
         if options["verbosity"] >= 1:
-            self.stdout.write(f"Purged {entries} entries and {spans} window spans in "
-                              f"{batches} batches of at most {size}; found expired: {found}.")
+            self.stdout.write(f"Purged {many(entries, 'entry')} and "
+                              f"{many(spans, 'window span')} in {many(batches, 'batch')} of "
+                              f"at most {size}; found expired: {found}.")

@@ -14,6 +14,7 @@ from agentmemory.management.options import (
     add_batch_size,
     add_dry_run,
     failed,
+    many,
     positive_int,
     positive_seconds,
     progress,
@@ -63,18 +64,18 @@ class Command(BaseCommand):
         shown.finish()
         sent = states.pop(FoldState.QUEUED, 0)
         if options["verbosity"] >= 1:
-            looked = f"{len(ids)} threads written in the last {window:g} s"
+            looked = f"{many(len(ids), 'thread')} written in the last {window:g} s"
             if dry_run:
                 self.stdout.write(f"Dry run: of {looked}, {sent} would be sent a fold"
                                   + (f"; not sent: {tally(states)}" if states else "")
                                   + ". Nothing was sent or written.")
             else:
-                self.stdout.write(f"Swept {looked}: sent {sent} folds"
+                self.stdout.write(f"Swept {looked}: sent {many(sent, 'fold')}"
                                   + (f"; not sent: {tally(states)}" if states else "")
-                                  + f". Settled {settled} abandoned summarizer calls.")
+                                  + f". Settled {many(settled, 'abandoned summarizer call')}.")
         if not dry_run and states.get(FoldState.BROKER_DOWN):
             raise failed(
-                f"{states[FoldState.BROKER_DOWN]} due folds could not be sent: the broker "
+                f"{many(states[FoldState.BROKER_DOWN], 'due fold')} could not be sent: the broker "
                 "did not answer within BROKER_TIMEOUT. Run agentmemory_sweep again once it "
                 "does (the periodic sweep will too)."
             )

@@ -7,7 +7,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from agentmemory import services
-from agentmemory.management.options import BATCH_SIZE, add_dry_run, failed, progress
+from agentmemory.management.options import BATCH_SIZE, add_dry_run, failed, many, progress
 
 
 class Command(BaseCommand):
@@ -37,14 +37,15 @@ class Command(BaseCommand):
 
         found = services.verify(resign=resign, dry_run=dry_run, checked=checked)
         shown.finish()
-        rows = f"{shown.counts['summaries']} summaries and {shown.counts['spans']} spans"
+        rows = (f"{many(shown.counts['summaries'], 'summary')} and "
+                f"{many(shown.counts['spans'], 'span')}")
         if resign:
             changed = len(found["resigned_summaries"]) + len(found["resigned_spans"])
             if options["verbosity"] >= 1:
-                would = "would be" if dry_run else "were"
+                would = " would be" if dry_run else ""
                 self.stdout.write(
-                    f"Checked {rows}: {changed} {would} signed anew; every other live "
-                    f"summary and span is signed with the current key."
+                    f"Checked {rows}: {many(changed, 'row')}{would} signed anew; every other "
+                    "live summary and span is signed with the current key."
                     + (" Nothing was written." if dry_run else "")
                 )
             return
