@@ -1,10 +1,10 @@
 """What the agentmemory commands share: exit codes, options, naming a user, progress.
 
-Exit codes (docs/operations.md): `DONE` (0) the work is done, or there was none; `FAILED`
-(1) some items could not be done (a fold the summarizer failed, a fold the broker did
-not take) or were found wrong (a tampered row); `USAGE` (2) bad usage, as argparse
-answers it, and an argument that names nothing (no such user or thread). Django prints
-a `CommandError`'s message on stderr and exits with its ``returncode``.
+Exit codes (docs/operations.md): 0 the work is done, or there was none; `FAILED` (1)
+some items could not be done (a fold the summarizer failed, a fold the broker did not
+take) or were found wrong (a tampered row); `USAGE` (2) bad usage, as argparse answers
+it, and an argument that names nothing (no such user or thread). Django prints a
+`CommandError`'s message on stderr and exits with its ``returncode``.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from django.core.management.base import CommandError, CommandParser, OutputWrapp
 
 from agentmemory.management.progress import Progress
 
-DONE, FAILED, USAGE = 0, 1, 2
+FAILED, USAGE = 1, 2
 
 #: Threads (or rows) read per query.
 BATCH_SIZE = 500

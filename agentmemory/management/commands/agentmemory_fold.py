@@ -38,7 +38,7 @@ class Command(BaseCommand):
             "--thread", type=positive_int, action="append", dest="threads", metavar="ID",
             help="Fold this thread (repeat for more). Default: every thread.",
         )
-        add_user(parser, "Fold the threads of this user: a username or an id.")
+        add_user(parser, "Fold the threads of this user: a username, an id, or id:N.")
         add_dry_run(parser, "the threads a fold is due for")
         add_batch_size(parser)
 
