@@ -39,7 +39,7 @@ from agentmemory import services
 from agentmemory.management.progress import Progress, duration
 from agentmemory.models import FoldedSpan, MemoryEntry, SummarizerCall, Thread
 from agentmemory.paging import pages
-from tests.helpers import add_turns, broken, recording_settings
+from tests.helpers import add_turns, broken, recording_settings, subprocess_database_env
 from tests.test_erasure import span
 from tests.test_faults import publishing_app
 from tests.test_signing import sql_update
@@ -595,18 +595,7 @@ def test_resign_counts_the_rows_signed_anew(settings: Any) -> None:
 
 def manage(*args: str, tty: bool = True) -> tuple[int, str, str]:
     """``manage.py`` on the test database, stdout on a pseudo-terminal."""
-    database = connection.settings_dict
-    env = {
-        **os.environ,
-        "DJANGO_SETTINGS_MODULE": "tests.settings",
-        "AGENTMEMORY_TEST_DB": "postgres",
-        "PGDATABASE": database["NAME"],
-        "PGHOST": database["HOST"] or "127.0.0.1",
-        "PGPORT": str(database["PORT"] or 5432),
-        "PGUSER": database["USER"] or "postgres",
-        "PGPASSWORD": database["PASSWORD"] or "",
-        "PYTHONPATH": str(REPO),
-    }
+    env = {**os.environ, **subprocess_database_env(), "PYTHONPATH": str(REPO)}
     master, slave = pty.openpty()
     process = subprocess.Popen(
         [sys.executable, "manage.py", *args], cwd=REPO, env=env, stdin=subprocess.DEVNULL,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from typing import Any
 
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from agentmemory.models import FoldedSpan, MemoryEntry, SpanSource, SummaryCoverage
@@ -68,8 +70,14 @@ def verify(
     for page in pages(summaries, PAGE):
         sources = sources_by_summary(page)
         for summary in page:
-            intact = _summary(summary, sources[summary.pk], resign, dry_run, found)
-            if not intact and not resign:
+            if resign:
+                intact = _resign(
+                    summary.pk, summary.coverage.signature,
+                    sign_summary(summary, summary.coverage, sources[summary.pk]),
+                    SummaryCoverage.objects.filter(pk=summary.pk), dry_run,
+                    found["resigned_summaries"],
+                )
+            elif not (intact := summary_is_intact(summary, sources[summary.pk])):
                 bad_summaries.append(summary)
             if checked is not None:
                 checked("summary", intact)
@@ -77,8 +85,12 @@ def verify(
     for span_page in pages(spans, PAGE):
         derivations = _derivations(span_page)
         for span in span_page:
-            intact = _span(span, derivations[span.pk], resign, dry_run, found)
-            if not intact and not resign:
+            if resign:
+                intact = _resign(
+                    span.pk, span.signature, sign_span(span, derivations[span.pk]),
+                    FoldedSpan.objects.filter(pk=span.pk), dry_run, found["resigned_spans"],
+                )
+            elif not (intact := span_is_intact(span, derivations[span.pk])):
                 bad_spans.append(span)
             if checked is not None:
                 checked("span", intact)
@@ -92,33 +104,16 @@ def verify(
     return found
 
 
-def _summary(
-    summary: MemoryEntry, sources: list[int], resign: bool, dry_run: bool,
-    found: dict[str, list[int]],
+def _resign(
+    pk: int, stored: str, fresh: str, rows: QuerySet[Any], dry_run: bool, resigned: list[int]
 ) -> bool:
-    if not resign:
-        return summary_is_intact(summary, sources)
-    signature = sign_summary(summary, summary.coverage, sources)
-    if signature == summary.coverage.signature:
+    """Write ``fresh`` over a row's ``stored`` signature unless they are the same already
+    (a dry run only lists it); True when the row was signed with the current key."""
+    if fresh == stored:
         return True
     if not dry_run:
-        SummaryCoverage.objects.filter(pk=summary.pk).update(signature=signature)
-    found["resigned_summaries"].append(summary.pk)
-    return False
-
-
-def _span(
-    span: FoldedSpan, derivation: list[str], resign: bool, dry_run: bool,
-    found: dict[str, list[int]],
-) -> bool:
-    if not resign:
-        return span_is_intact(span, derivation)
-    signature = sign_span(span, derivation)
-    if signature == span.signature:
-        return True
-    if not dry_run:
-        FoldedSpan.objects.filter(pk=span.pk).update(signature=signature)
-    found["resigned_spans"].append(span.pk)
+        rows.update(signature=fresh)
+    resigned.append(pk)
     return False
 
 

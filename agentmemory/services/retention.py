@@ -18,6 +18,11 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, SpanSource, Thread
 from agentmemory.paging import pages
+from agentmemory.querysets import (
+    FoldedSpanQuerySet,
+    MemoryEntryQuerySet,
+    RecallReceiptQuerySet,
+)
 from agentmemory.search.index import forget_deleted
 from agentmemory.window.frame import entry_digest
 from agentmemory.writes.retire import derived_summary_ids
@@ -178,17 +183,23 @@ def count_expired(
     """How many rows `purge_expired` finds expired at ``now``: three counts, no row read.
     A purge also deletes what is derived from an expired entry (`derived_rows`), which
     may not have expired itself."""
-    now = now or timezone.now()
+    entries, spans, receipts = _expired(now or timezone.now(), thread_ids)
+    return Expired(entries=entries.count(), spans=spans.count(), receipts=receipts.count())
+
+
+
+def _expired(
+    now: datetime, thread_ids: Iterable[int] | None
+) -> tuple[MemoryEntryQuerySet, FoldedSpanQuerySet, RecallReceiptQuerySet]:
+    """The expired entries, spans and receipts, of ``thread_ids`` when given."""
     entries = MemoryEntry.objects.expired(now)
     spans = FoldedSpan.objects.expired(now)
     receipts = RecallReceipt.objects.expired(now)
-    if thread_ids is not None:
-        ids = list(thread_ids)
-        entries = entries.filter(thread_id__in=ids)
-        spans = spans.filter(thread_id__in=ids)
-        receipts = receipts.filter(thread_id__in=ids)
-    return Expired(entries=entries.count(), spans=spans.count(), receipts=receipts.count())
-
+    if thread_ids is None:
+        return entries, spans, receipts
+    ids = list(thread_ids)
+    return (entries.filter(thread_id__in=ids), spans.filter(thread_id__in=ids),
+            receipts.filter(thread_id__in=ids))
 
 
 @dataclass(frozen=True)
@@ -213,14 +224,8 @@ def purge_expired(
     """
     now = now or timezone.now()
     batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
-    expired_entries = MemoryEntry.objects.expired(now).uncovered()
-    expired_spans = FoldedSpan.objects.expired(now)
-    expired_receipts = RecallReceipt.objects.expired(now)
-    if thread_ids is not None:
-        thread_ids = list(thread_ids)
-        expired_entries = expired_entries.filter(thread_id__in=thread_ids)
-        expired_spans = expired_spans.filter(thread_id__in=thread_ids)
-        expired_receipts = expired_receipts.filter(thread_id__in=thread_ids)
+    expired_entries, expired_spans, expired_receipts = _expired(now, thread_ids)
+    expired_entries = expired_entries.uncovered()
     entries = spans = batches = 0
     while max_batches is None or batches < max_batches:
         with transaction.atomic():
