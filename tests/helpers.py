@@ -160,6 +160,23 @@ def refund_queue() -> list[dict[str, str]]:
     ]
 
 
+def subprocess_database_env() -> dict[str, str]:
+    """The environment a subprocess (a worker, ``manage.py``) needs to use the test
+    database on PostgreSQL with the tests' settings."""
+    from django.db import connection
+
+    database = connection.settings_dict
+    return {
+        "DJANGO_SETTINGS_MODULE": "tests.settings",
+        "AGENTMEMORY_TEST_DB": "postgres",
+        "PGDATABASE": database["NAME"],
+        "PGHOST": database["HOST"] or "127.0.0.1",
+        "PGPORT": str(database["PORT"] or 5432),
+        "PGUSER": database["USER"] or "postgres",
+        "PGPASSWORD": database["PASSWORD"] or "",
+    }
+
+
 def make_thread(**fields: Any) -> Thread:
     return Thread.objects.create(**fields)
 

@@ -324,7 +324,8 @@ def test_erase_command_by_user() -> None:
     turn(Thread.objects.create(owner=dave), 1)
     out = StringIO()
     call_command("agentmemory_erase", "--user", str(carol.pk), stdout=out)
-    assert out.getvalue().strip() == f"Erased 3 thread(s) of user {carol.pk}."
+    erased = f"Erased 3 threads (6 entries) of user carol (id {carol.pk})."
+    assert out.getvalue().splitlines()[-1] == erased
     assert not Thread.objects.filter(owner=carol).exists()
     assert Thread.objects.filter(owner=dave).count() == 1
 
@@ -334,9 +335,10 @@ def test_erase_command_by_thread() -> None:
     thread, other = Thread.objects.create(), Thread.objects.create()
     nested(thread)
     turn(other, 1)
+    entries = MemoryEntry.objects.filter(thread=thread).count()
     out = StringIO()
     call_command("agentmemory_erase", "--thread", str(thread.pk), stdout=out)
-    assert out.getvalue().strip() == f"Erased thread {thread.pk}."
+    assert out.getvalue().splitlines()[-1] == f"Erased thread {thread.pk} ({entries} entries)."
     assert not Thread.objects.filter(pk=thread.pk).exists()
     assert not MemoryEntry.objects.filter(thread_id=thread.pk).exists()
     assert MemoryEntry.objects.filter(thread=other).count() == 2

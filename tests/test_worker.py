@@ -27,13 +27,14 @@ from urllib.parse import urlparse
 
 import pytest
 from django.conf import settings
-from django.db import connection, connections
+from django.db import connections
 
 from agentmemory import services
 from agentmemory.folding import DeclineReason
 from agentmemory.models import CallOutcome, EntryKind, MemoryEntry, SummarizerCall, Thread
 from agentmemory.transcript import SUMMARY_LABEL_PREFIX
 from tests.conftest import SEED_COUNTS, require_service
+from tests.helpers import subprocess_database_env
 from tests.openai_server import TEST_API_KEY, Delay, Failure, OpenAIServer, summarizer_settings
 
 pytestmark = [
@@ -322,19 +323,12 @@ def start_worker(
     broker: Broker, tmp_path: Path, transactional_db: None
 ) -> Iterator[Callable[..., Worker]]:
     """Start workers on the test database; every one of them is killed at teardown."""
-    database = connection.settings_dict
     started: list[Worker] = []
 
     def start(memory: dict[str, Any], *, transport_options: dict[str, Any] | None = None) -> Worker:
         env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.settings",
-            "AGENTMEMORY_TEST_DB": "postgres",
-            "PGDATABASE": database["NAME"],
-            "PGHOST": database["HOST"] or "127.0.0.1",
-            "PGPORT": str(database["PORT"] or 5432),
-            "PGUSER": database["USER"] or "postgres",
-            "PGPASSWORD": database["PASSWORD"] or "",
+            **subprocess_database_env(),
             "AGENTMEMORY_TEST_CELERY": "worker",
             "AGENTMEMORY_TEST_BROKER": settings.CELERY_BROKER_URL,
             # The worker's defaults are the test process's: the count-driven ones.

@@ -6,12 +6,14 @@ each write on its own: a summarizer call's ledger row is written before the call
 ledger keeps every call made before a call raised); `recall`, `fold` and
 `fold_while_due` commit fold by fold, then the receipt; `verify` signs row by row;
 `purge_expired` deletes batch by batch; `sweep`, `request_fold`, `give_up_fold` and
-`unpark_fold` mark the thread, then send or warn.
+`unpark_fold` mark the thread, then send or warn; `fold_backlogs`, `erase_threads` and
+`sweep_threads` commit thread by thread.
 
 One module per concern: `threads` (policy), `appends`, `recalls` (recall and fold,
-over `agentmemory.pipeline.recall`), `background` (request, enqueue, sweep, give-up),
-`summaries` (expand, unfold, regenerate, review, retire), `integrity` (verify),
-`retention` (erase, purge) and `search` (search, expand for the model). Every name is
+over `agentmemory.pipeline.recall`), `background` (request, enqueue, give-up),
+`sweeping` (the sweep), `backfill` (folding many threads for an operator), `summaries`
+(expand, unfold, regenerate, review, retire), `integrity` (verify), `retention` (erase,
+purge) and `search` (search, expand for the model). Every name is
 importable from here.
 
 Async code calls the twins `aappend`, `arecall` and `asearch`: each runs its sync
@@ -32,6 +34,7 @@ from agentmemory.folding.lease import (
     take_fold_lease,
 )
 from agentmemory.services.appends import aappend, append
+from agentmemory.services.backfill import ThreadFold, fold_backlog, fold_backlogs
 from agentmemory.services.background import (
     enqueue_fold,
     fold_blocker,
@@ -43,10 +46,14 @@ from agentmemory.services.background import (
     fold_until_settled,
     give_up_fold,
     request_fold,
-    sweep,
     unpark_fold,
 )
-from agentmemory.services.integrity import report_tampered, report_tampered_span, verify
+from agentmemory.services.integrity import (
+    report_tampered,
+    report_tampered_span,
+    verify,
+    verify_count,
+)
 from agentmemory.services.recalls import (
     FoldOutcome,
     RecalledMessage,
@@ -59,11 +66,15 @@ from agentmemory.services.recalls import (
     retire_expired,
 )
 from agentmemory.services.retention import (
+    Erased,
+    Expired,
     PurgeResult,
     clear_thread,
+    count_expired,
     derived_rows,
     erase_entry,
     erase_thread,
+    erase_threads,
     erase_user,
     purge_expired,
 )
@@ -89,6 +100,13 @@ from agentmemory.services.summaries import (
     review,
     unfold,
 )
+from agentmemory.services.sweeping import (
+    Swept,
+    settle_abandoned,
+    sweep,
+    sweep_candidates,
+    sweep_threads,
+)
 from agentmemory.services.threads import thread_fold_budget, thread_ttl, thread_write_tier
 from agentmemory.window.compact import Compaction, compact
 from agentmemory.window.frame import entry_digest
@@ -101,7 +119,9 @@ __all__ = [
     "MIN_EXPAND_BUDGET",
     "BrokerBackoff",
     "Compaction",
+    "Erased",
     "Expansion",
+    "Expired",
     "InvalidSearchQuery",
     "SearchHit",
     "UnknownHandleError",
@@ -111,6 +131,8 @@ __all__ = [
     "PurgeResult",
     "RecallResult",
     "RecalledMessage",
+    "Swept",
+    "ThreadFold",
     "aappend",
     "append",
     "arecall",
@@ -118,6 +140,7 @@ __all__ = [
     "broker",
     "clear_thread",
     "compact",
+    "count_expired",
     "derived_rows",
     "derived_summaries",
     "derived_summary_ids",
@@ -125,11 +148,14 @@ __all__ = [
     "entry_digest",
     "erase_entry",
     "erase_thread",
+    "erase_threads",
     "erase_user",
     "expand",
     "expand_for_model",
     "expand_span",
     "fold",
+    "fold_backlog",
+    "fold_backlogs",
     "fold_due",
     "fold_blocker",
     "fold_for_room",
@@ -154,10 +180,13 @@ __all__ = [
     "request_fold",
     "resign_summary",
     "search",
+    "settle_abandoned",
     "retire",
     "retire_expired",
     "review",
     "sweep",
+    "sweep_candidates",
+    "sweep_threads",
     "take_fold_lease",
     "thread_fold_budget",
     "thread_ttl",
@@ -165,4 +194,5 @@ __all__ = [
     "unfold",
     "unpark_fold",
     "verify",
+    "verify_count",
 ]

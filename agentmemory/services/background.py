@@ -1,4 +1,5 @@
-"""Background folding: request, enqueue, the task's work, retry, give-up, sweep.
+"""Background folding: request, enqueue, the task's work, retry, give-up (the sweep
+that sends what was missed is `agentmemory.services.sweeping`).
 
 The database is the record of pending work (``Thread.fold_queued_until``, the lease in
 `agentmemory.folding.lease`); the one piece of process state is `broker`, the back-off
@@ -210,29 +211,6 @@ def fold_task_options(summarizer: BaseSummarizer) -> dict[str, Any]:
     if memory_settings.FOLD_QUEUE:
         options["queue"] = memory_settings.FOLD_QUEUE
     return options
-
-
-def sweep(*, now: datetime | None = None) -> list[int]:
-    """Enqueue folds that are due but were never done (a lost task, a broker outage, a
-    parked fold whose back-off is over); settle the ledger rows of attempts that died
-    unnoticed (`ledger.settle_abandoned`).
-
-    Looks at threads written within ``SWEEP_WINDOW`` seconds, newest first, at most
-    ``SWEEP_LIMIT`` of them; returns the ids it enqueued.
-    """
-    now = now or timezone.now()
-    since = now - timedelta(seconds=memory_settings.SWEEP_WINDOW)
-    candidates = Thread.objects.filter(updated_at__gte=since).order_by("-updated_at")[
-        : memory_settings.SWEEP_LIMIT
-    ]
-    longest_call = max(float(memory_settings.FOLD_LEASE), get_summarizer().timeout)
-    ledger.settle_abandoned(now, longest_call)
-    enqueued = []
-    for thread in candidates:
-        # The sweep is how an outage is recovered from: it always tries the broker.
-        if fold_due(thread, now=now) and enqueue_fold(thread.pk, after_outage=True):
-            enqueued.append(thread.pk)
-    return enqueued
 
 
 def fold_until_settled(

@@ -6,17 +6,23 @@ Everything derived from an erased row goes with it, found by recorded derivation
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import datetime
 
 from django.db import transaction
-from django.db.models import Q
+from django.db.models import Count, Q, QuerySet
 from django.utils import timezone
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, SpanSource, Thread
+from agentmemory.paging import pages
+from agentmemory.querysets import (
+    FoldedSpanQuerySet,
+    MemoryEntryQuerySet,
+    RecallReceiptQuerySet,
+)
 from agentmemory.search.index import forget_deleted
 from agentmemory.window.frame import entry_digest
 from agentmemory.writes.retire import derived_summary_ids
@@ -86,21 +92,24 @@ def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
     return sorted(entries), sorted(spans)
 
 
-def erase_thread(thread: Thread) -> None:
+def erase_thread(thread: Thread) -> int:
     """Delete a thread with everything in it: entries, summaries, spans, latches. Its
-    summarizer calls stay in the ledger, linked to no thread."""
+    summarizer calls stay in the ledger, linked to no thread. Returns how many entries
+    (messages and summaries) went with it: 0 when it was erased meanwhile."""
     with transaction.atomic():
-        if _delete_thread(thread):
+        erased = _delete_thread(thread)
+        if erased is not None:
             forget_deleted()
+    return erased or 0
 
 
-def _delete_thread(thread: Thread) -> bool:
+def _delete_thread(thread: Thread) -> int | None:
+    """The entries deleted with the thread; None when it was gone already."""
     if not Thread.objects.lock(thread.pk):
-        return False  # erased meanwhile by another request
+        return None  # erased meanwhile by another request
     # Clear coverage links first so deletion is not one SET NULL per summary.
     MemoryEntry.objects.filter(thread=thread).update(covered_by=None)
-    thread.delete()
-    return True
+    return thread.delete()[1].get(MemoryEntry._meta.label, 0)
 
 
 def clear_thread(thread: Thread) -> None:
@@ -129,6 +138,69 @@ def erase_user(user_id: int) -> int:
     return len(threads)
 
 
+@dataclass(frozen=True)
+class Erased:
+    """One thread `erase_threads` erased (or, in a dry run, would erase), with the
+    number of its entries, messages and summaries."""
+
+    thread_id: int
+    entries: int
+
+
+def erase_threads(
+    threads: QuerySet[Thread], *, dry_run: bool = False, batch_size: int = 500
+) -> Iterator[Erased]:
+    """`erase_thread` for each of ``threads`` in id order, each its own transaction,
+    read ``batch_size`` at a time (`agentmemory.paging.pages`); a thread erased meanwhile
+    counts 0 entries. With ``dry_run`` nothing is deleted: each page's entries are
+    counted in one query."""
+    for page in pages(threads, batch_size):
+        if dry_run:
+            counts = dict(
+                MemoryEntry.objects.filter(thread__in=page).order_by().values("thread")
+                .annotate(entries=Count("pk")).values_list("thread", "entries")
+            )
+            for thread in page:
+                yield Erased(thread.pk, counts.get(thread.pk, 0))
+        else:
+            for thread in page:
+                yield Erased(thread.pk, erase_thread(thread))
+
+
+@dataclass(frozen=True)
+class Expired:
+    """What is expired now: entries (messages and summaries, covered or not), window
+    spans and recall receipts."""
+
+    entries: int
+    spans: int
+    receipts: int
+
+
+def count_expired(
+    *, now: datetime | None = None, thread_ids: Iterable[int] | None = None
+) -> Expired:
+    """How many rows `purge_expired` finds expired at ``now``: three counts, no row read.
+    A purge also deletes what is derived from an expired entry (`derived_rows`), which
+    may not have expired itself."""
+    entries, spans, receipts = _expired(now or timezone.now(), thread_ids)
+    return Expired(entries=entries.count(), spans=spans.count(), receipts=receipts.count())
+
+
+
+def _expired(
+    now: datetime, thread_ids: Iterable[int] | None
+) -> tuple[MemoryEntryQuerySet, FoldedSpanQuerySet, RecallReceiptQuerySet]:
+    """The expired entries, spans and receipts, of ``thread_ids`` when given."""
+    entries = MemoryEntry.objects.expired(now)
+    spans = FoldedSpan.objects.expired(now)
+    receipts = RecallReceipt.objects.expired(now)
+    if thread_ids is None:
+        return entries, spans, receipts
+    ids = list(thread_ids)
+    return (entries.filter(thread_id__in=ids), spans.filter(thread_id__in=ids),
+            receipts.filter(thread_id__in=ids))
+
 
 @dataclass(frozen=True)
 class PurgeResult:
@@ -152,14 +224,8 @@ def purge_expired(
     """
     now = now or timezone.now()
     batch_size = batch_size or memory_settings.PURGE_BATCH_SIZE
-    expired_entries = MemoryEntry.objects.expired(now).uncovered()
-    expired_spans = FoldedSpan.objects.expired(now)
-    expired_receipts = RecallReceipt.objects.expired(now)
-    if thread_ids is not None:
-        thread_ids = list(thread_ids)
-        expired_entries = expired_entries.filter(thread_id__in=thread_ids)
-        expired_spans = expired_spans.filter(thread_id__in=thread_ids)
-        expired_receipts = expired_receipts.filter(thread_id__in=thread_ids)
+    expired_entries, expired_spans, expired_receipts = _expired(now, thread_ids)
+    expired_entries = expired_entries.uncovered()
     entries = spans = batches = 0
     while max_batches is None or batches < max_batches:
         with transaction.atomic():

@@ -195,8 +195,11 @@ def sign_span(span: FoldedSpan, derivation: Sequence[str] | None = None) -> str:
     return _PREFIX + _sign(span_payload(span, derivation))
 
 
-def span_is_intact(span: FoldedSpan) -> bool:
-    return _verifies(span.signature, span_payload(span, span_derivation(span)))
+def span_is_intact(span: FoldedSpan, derivation: Sequence[str] | None = None) -> bool:
+    """Whether the span still matches its signature (``derivation``: as `sign_span`)."""
+    if derivation is None:
+        derivation = span_derivation(span)
+    return _verifies(span.signature, span_payload(span, derivation))
 
 
 def _instant(value: datetime | None) -> str | None:
