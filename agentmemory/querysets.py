@@ -14,7 +14,6 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from agentmemory.choices import CallOutcome
-from agentmemory.statements import Statement
 
 if TYPE_CHECKING:
     # Named in the quoted QuerySet["..."] bases below, which pyflakes does not read.
@@ -172,21 +171,6 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
         """Threads whose fold is queued, retrying or holding the lease, and not parked."""
         return self.filter(fold_parked_until__isnull=True).exclude(no_fold_on_its_way_q(now))
 
-    def has_fold_on_its_way(self, pk: int, now: datetime) -> bool:
-        """Whether thread ``pk`` is among `fold_on_its_way` (whatever this queryset
-        filters): every background recall that leaves history out asks, so its SQL is
-        built once (`agentmemory.statements`)."""
-        statement = _FOLD_ON_ITS_WAY.get(self.model)
-        if statement is None:
-            manager = self.model._default_manager
-
-            def build(*, thread: int, now: datetime) -> Any:
-                return (manager.fold_on_its_way(now).filter(pk=thread)
-                        .order_by().values_list("pk"))
-
-            statement = _FOLD_ON_ITS_WAY[self.model] = Statement(build, thread=int, now=datetime)
-        return bool(statement.rows(thread=pk, now=now))
-
     def follow_recall_budget(self, pk: int, budget_tokens: int) -> bool:
         """Record a background recall's budget as the thread's fold room when it is the
         smallest yet (a conditional update: concurrent recalls keep the smallest); False
@@ -203,6 +187,12 @@ class ThreadQuerySet(models.QuerySet["Thread"]):
         concurrent writers queue instead of deadlocking, and a thread erased meanwhile is
         seen here rather than as a foreign-key violation at commit."""
         return self.lock_many([pk]) == [pk]
+
+    def lock_for_summary(self, pk: int) -> bool:
+        """`lock`, for the write-back of a summary: taken by the UPDATE that empties
+        ``unfolded_tokens`` (once a summary is written, what was appended no longer
+        bounds what recall loads). False if the thread is gone."""
+        return bool(self.filter(pk=pk).update(unfolded_tokens=None))
 
     def lock_many(self, pks: Iterable[int]) -> list[int]:
         """`lock` for several threads, in id order (two callers never wait on each other
@@ -280,6 +270,3 @@ class SummarizerCallQuerySet(models.QuerySet["SummarizerCall"]):
             "by_outcome": {outcome: totals[outcome] for outcome in outcomes},
         }
 
-
-#: `ThreadQuerySet.has_fold_on_its_way`'s statement, per model (built on first use).
-_FOLD_ON_ITS_WAY: dict[type[models.Model], Statement] = {}

@@ -10,7 +10,7 @@ from rest_framework.request import Request
 
 from agentmemory.models import Thread
 from agentmemory.permissions import holds_expand
-from agentmemory.statements import Statement
+from agentmemory.sql import owned_thread as owned_by_id
 
 if TYPE_CHECKING:
     from django.contrib.auth.models import _User
@@ -24,19 +24,12 @@ def authenticated_user(request: Request) -> _User:
     return user
 
 
-# Every request to a thread asks this: its SQL is built once (`agentmemory.statements`).
-_OWNED = Statement(
-    lambda *, owner, thread: Thread.objects.owned_by(owner).filter(pk=thread).order_by(),
-    owner=int, thread=int,
-)
-
-
 def owned_thread(request: Request, thread_id: int) -> Thread:
     """The thread if the requesting user owns it; 404 otherwise, staff included."""
     user = authenticated_user(request)
     if isinstance(user.pk, int):
-        found = _OWNED.instances(owner=user.pk, thread=thread_id)
-        thread = found[0] if found else None
+        # Every request to a thread asks this: its SQL is written once (`agentmemory.sql`).
+        thread = owned_by_id(user.pk, thread_id)
     else:  # a user model keyed otherwise (UUID, text): the statement binds integers
         thread = Thread.objects.owned_by(user).filter(pk=thread_id).first()
     if thread is None:

@@ -113,6 +113,7 @@ class Migration(migrations.Migration):
                 ('window_retain', models.CharField(blank=True, choices=[('conversation', 'retained with the conversation'), ('discard', 'not retained')], default='', help_text='Whether window folds keep their originals. Empty: conversation.', max_length=16)),
                 ('last_position', models.BigIntegerField(default=0, editable=False)),
                 ('last_turn', models.PositiveIntegerField(default=0, editable=False)),
+                ('unfolded_tokens', models.BigIntegerField(default=0, editable=False, help_text="What the messages appended to this thread take of a context (each one's token count and line break), while no summary has been written in it (then empty): no more than recall could load, so an append below the fold trigger asks no fold decision.", null=True)),
                 ('fold_lease_until', models.DateTimeField(blank=True, editable=False, null=True)),
                 ('fold_lease_owner', models.CharField(blank=True, default='', editable=False, max_length=64)),
                 ('fold_queued_until', models.DateTimeField(blank=True, editable=False, null=True)),

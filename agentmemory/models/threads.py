@@ -72,6 +72,14 @@ class Thread(models.Model):
     # position assignment one UPDATE instead of a scan of the thread.
     last_position = models.BigIntegerField(default=0, editable=False)
     last_turn = models.PositiveIntegerField(default=0, editable=False)
+    # Advanced with them while no fold has written a summary here; NULL from the first.
+    unfolded_tokens = models.BigIntegerField(
+        null=True, default=0, editable=False,
+        help_text="What the messages appended to this thread take of a context (each one's "
+        "token count and line break), while no summary has been written in it (then empty): "
+        "no more than recall could load, so an append below the fold trigger asks no "
+        "fold decision.",
+    )
     # Set while a fold of this thread runs, so a second one stands aside; its holder's
     # heartbeat renews it, and an owner left behind (the lease not released) is a death.
     fold_lease_until = models.DateTimeField(null=True, blank=True, editable=False)

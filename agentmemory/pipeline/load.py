@@ -10,16 +10,13 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum
-
-from agentmemory.models import EntryKind, MemoryEntry, Thread
+from agentmemory.models import MemoryEntry, Thread
 from agentmemory.pipeline import rows as context_rows
 from agentmemory.pipeline.blocks import Tally, entry_cost
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.querysets import MemoryEntryQuerySet, expired_q, no_fold_on_its_way_q
-from agentmemory.statements import Statement
+from agentmemory.querysets import MemoryEntryQuerySet
+from agentmemory.sql import visible_tally
 
 #: Each entry costs at least two tokens in a context (its text and the line break), so a
 #: room of R tokens never holds more than R // 2 entries. The hard cap bounds a recall
@@ -94,29 +91,6 @@ def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int)
     return _split(rows, now, complete=len(rows) < cap)
 
 
-def _tally(
-    tiers: tuple[str, ...] | None, unless_on_its_way: bool, *, thread: int, now: datetime
-) -> QuerySet[Any]:
-    rows = _visible_rows(thread, tiers, now)
-    if unless_on_its_way:  # the thread's row joined: one query answers both questions
-        rows = rows.filter(
-            no_fold_on_its_way_q(now, "thread__"), thread__fold_parked_until__isnull=True
-        )
-    is_summary = Q(kind=EntryKind.SUMMARY)
-    cost = F("token_count") + 1  # `plan.entry_cost`, summed by the database
-    return rows.order_by().values("thread").annotate(
-        rows=Count("id"),
-        cost=Sum(cost, default=0),
-        summaries=Count("id", filter=is_summary),
-        summary_cost=Sum(cost, filter=is_summary, default=0),
-        expired=Count("id", filter=is_summary & expired_q(now)),
-    ).values_list("rows", "cost", "summaries", "summary_cost", "expired")
-
-
-#: Asked after every append: its SQL is built once (`agentmemory.statements`).
-_TALLY = Statement(_tally, thread=int, now=datetime)
-
-
 #: How far past the row cap a backlog is counted for a recall's ``omitted``: counting to
 #: the end would read every visible row of a never-folded thread on every recall.
 OMITTED_COUNT_LIMIT = 1_000
@@ -139,10 +113,10 @@ def tally_visible(
     complete (the whole visible history is under the row cap); an incomplete load has
     fold pressure whatever it holds. With ``unless_on_its_way``, also None while a fold
     of the thread is queued, leased or parked (read in the same query)."""
-    found = _TALLY.rows(config.tiers, unless_on_its_way, thread=thread.pk, now=now)
-    if not found:
+    found = visible_tally(thread.pk, config.tiers, now, unless_on_its_way=unless_on_its_way)
+    if found is None:
         return None
-    rows, cost, summaries, summary_cost, expired = (int(value) for value in found[0])
+    rows, cost, summaries, summary_cost, expired = found
     tally = Tally(rows, cost, summaries, summary_cost)
     return tally, tally.rows < row_cap(config, room), bool(expired)
 

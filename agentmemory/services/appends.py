@@ -14,25 +14,11 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import MessageConflictError, ThreadGoneError
 from agentmemory.messages import check_tool_call_ids, clean_message
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
-from agentmemory.services.background import fold_if_due
-from agentmemory.statements import Insert, Statement, Update
+from agentmemory.pipeline.blocks import entry_cost
+from agentmemory.services.background import fold_if_due, fold_ruled_out
+from agentmemory.sql import advance_counters, insert_entries, set_turn
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import entry_line
-
-# Every append runs these two: their SQL is built once (`agentmemory.statements`).
-_LOCK_COUNTERS = Statement(
-    lambda *, thread: Thread.objects.select_for_update().filter(pk=thread).order_by()
-    .values_list("last_position", "last_turn"),
-    thread=int,
-)
-_SET_COUNTERS = Update(
-    lambda *, thread, position, turn, now: (
-        Thread.objects.filter(pk=thread),
-        {"last_position": position, "last_turn": turn, "updated_at": now},
-    ),
-    thread=int, position=int, turn=int, now=datetime,
-)
-_INSERT_ENTRIES = Insert(MemoryEntry)
 
 
 def append(
@@ -61,18 +47,44 @@ def append(
     ttl = thread.effective_ttl()
     expires_at = now + ttl if ttl is not None else None
     default_tier = thread.effective_write_tier()
+    entries = []
+    for message in cleaned:
+        entry = MemoryEntry(
+            thread=thread,
+            kind=EntryKind.MESSAGE,
+            role=message["role"],
+            content=message["content"],
+            tool_calls=message.get("tool_calls") or [],
+            tool_name=message.get("tool_name", ""),
+            tool_call_id=message.get("tool_call_id", ""),
+            tier=message.get("tier") or default_tier,
+            created_at=now,
+            expires_at=expires_at,
+            metadata=message.get("metadata") or {},
+        )
+        entry.token_count = count_tokens(entry_line(entry))  # turn and position aside
+        entries.append(entry)
+    # Without explicit turns the counters' UPDATE moves the turn too: each user message
+    # opens one, and a thread's first message opens one whatever its role.
+    explicit = any(message.get("turn") is not None for message in cleaned)
+    users = 0 if explicit else sum(message["role"] == Role.USER for message in cleaned)
+    opens = int(not explicit and bool(cleaned) and cleaned[0]["role"] != Role.USER)
     with transaction.atomic():
-        # The row lock (the one lock order, `ThreadQuerySet.lock`) serialises appends to
-        # one thread, so positions and turns are assigned from the counters without
-        # reading the thread's entries.
-        locked = _LOCK_COUNTERS.rows(thread=thread.pk)
-        if not locked:
+        # The row lock (the one lock order, `ThreadQuerySet.lock`), taken by the UPDATE
+        # of the counters, serialises appends to one thread, so positions and turns are
+        # assigned from the counters without reading the thread's entries.
+        counters = advance_counters(
+            thread.pk, rows=len(entries), turns=users, opens=opens,
+            tokens=sum(map(entry_cost, entries)), now=now)
+        if counters is None:
             raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
-        position, turn = locked[0]
+        last_position, last_turn, unfolded_tokens = counters
+        # Before this batch (a thread at turn 0 opening with another role than the user's
+        # numbers its entries as one at turn 1 would).
+        position, turn = last_position - len(entries), last_turn - users
         if any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned):
             check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
-        entries = []
-        for index, message in enumerate(cleaned):
+        for index, (message, entry) in enumerate(zip(cleaned, entries, strict=True)):
             position += 1
             if message.get("turn") is not None:
                 if message["turn"] < turn:
@@ -84,30 +96,18 @@ def append(
                 turn = message["turn"]
             elif message["role"] == Role.USER or turn == 0:
                 turn += 1
-            entry = MemoryEntry(
-                thread=thread,
-                kind=EntryKind.MESSAGE,
-                role=message["role"],
-                content=message["content"],
-                tool_calls=message.get("tool_calls") or [],
-                tool_name=message.get("tool_name", ""),
-                tool_call_id=message.get("tool_call_id", ""),
-                turn=turn,
-                position=position,
-                tier=message.get("tier") or default_tier,
-                created_at=now,
-                expires_at=expires_at,
-                metadata=message.get("metadata") or {},
-            )
-            entry.token_count = count_tokens(entry_line(entry))
-            entries.append(entry)
-        _INSERT_ENTRIES.create(entries)
-        _SET_COUNTERS.run(thread=thread.pk, position=position, turn=turn, now=now)
-        if memory_settings.RECALL_MODE == "background":
+            entry.turn, entry.position = turn, position
+        insert_entries(entries)
+        if explicit and turn != last_turn:
+            set_turn(thread.pk, turn)
+        if memory_settings.RECALL_MODE == "background" and not fold_ruled_out(
+            thread, rows=last_position, tokens=unfolded_tokens
+        ):
             # After the commit, outside the row lock: deciding reads the thread's history,
             # and appends to the thread queue on that lock.
             transaction.on_commit(lambda: fold_if_due(thread))
     thread.last_position, thread.last_turn = position, turn
+    thread.unfolded_tokens = unfolded_tokens
     return entries
 
 

@@ -36,13 +36,15 @@ from agentmemory.folding.lease import (
     take_fold_lease,
 )
 from agentmemory.models import FoldPurpose, Thread
+from agentmemory.pipeline.blocks import Tally
 from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.pipeline.load import load_visible, tally_visible
+from agentmemory.pipeline.load import load_visible, row_cap, tally_visible
 from agentmemory.pipeline.plan import pressure
 from agentmemory.pipeline.policy import fold_view, plan_next
 from agentmemory.pipeline.recall import FOLD_PENDING, fold_while_due
 from agentmemory.pipeline.summarize import FoldOutcome, report_summarizer_failure
+from agentmemory.sql import fold_on_its_way
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.trust import ledger
 
@@ -63,7 +65,7 @@ def fold_for_room(thread: Thread, budget_tokens: int, *, left_out: bool) -> str 
             thread.recall_budget = budget_tokens
     if not left_out:
         return None
-    if Thread.objects.has_fold_on_its_way(thread.pk, timezone.now()):
+    if fold_on_its_way(thread.pk, timezone.now()):
         # The fold on its way plans for itself when it runs (and re-checks when done):
         # recalls that wait for it read no more than their context.
         return FOLD_PENDING
@@ -84,6 +86,27 @@ def fold_if_due(thread: Thread) -> None:
     """Request a background fold of the thread if one is due and none is on its way."""
     if fold_due(thread, unless_on_its_way=True):
         request_fold(thread.pk)
+
+
+def fold_ruled_out(thread: Thread, *, rows: int, tokens: int | None) -> bool:
+    """Whether the thread's counters alone show that `fold_if_due` would find no fold due,
+    so an append need not ask: ``rows`` positions given out and ``tokens`` appended
+    (`Thread.unfolded_tokens`, None once a fold has written a summary) have no fold
+    pressure for the thread's room.
+
+    Budget-driven, the decision's first question is the pressure of the visible entries'
+    tally (`fold_blocker`). While no summary was written, every visible entry is a message
+    the counters counted (at most ``rows`` of them, their cost at most ``tokens``) and none
+    is a summary, and pressure only grows with rows and cost: counters without pressure
+    mean a tally without it (tests/test_fold_shortcut.py holds the two together)."""
+    if tokens is None:
+        return False
+    config = RecallConfig.build()
+    if not config.budget_driven:
+        return False
+    room = context_room(thread.effective_fold_budget(), config)
+    bound = Tally(rows, tokens, 0, 0)
+    return not pressure(bound, room, config, complete=rows < row_cap(config, room))
 
 
 def fold_due(

@@ -122,10 +122,10 @@ def clear_thread(thread: Thread) -> None:
         # Deleting the row erases what it holds by the one erasure path (the cascade);
         # inserting it again under the same id keeps the callers' references valid.
         erase_thread(Thread.objects.get(pk=thread.pk))
-        kept.last_position = kept.last_turn = 0
+        kept.last_position = kept.last_turn = kept.unfolded_tokens = 0
         kept.fold_lease_until, kept.fold_lease_owner = None, ""
         kept.save(force_insert=True)
-    thread.last_position = thread.last_turn = 0
+    thread.last_position = thread.last_turn = thread.unfolded_tokens = 0
 
 
 def erase_user(user_id: int) -> int:

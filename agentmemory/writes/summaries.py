@@ -55,7 +55,7 @@ def store_summary(
         with transaction.atomic():
             # The one lock order (`ThreadQuerySet.lock`): an erasure either finished
             # before (seen here, or by the claim below) or waits for this commit.
-            if not Thread.objects.lock(thread.pk):
+            if not Thread.objects.lock_for_summary(thread.pk):
                 raise SpanChanged
             if replacing is not None:
                 # Retired first: the live summary key is unique.
