@@ -137,10 +137,11 @@ def insert_entries(entries: Sequence[MemoryEntry]) -> None:
     alias = router.db_for_write(MemoryEntry)
     connection = connections[alias]
     fields = _entry_fields()
-    returning = bool(connection.features.can_return_rows_from_bulk_insert)
+    # Without RETURNING (SQLite before 3.35): a row a statement, its key read from the cursor.
+    returning = bool(connection.features.can_return_columns_from_insert)
     size = min(_INSERT_ROWS, max(1, connection.ops.bulk_batch_size(fields, list(entries))))
     if not returning:
-        size = 1  # one row a statement, its key read from the cursor
+        size = 1
     by_position = {entry.position: entry for entry in entries}
     with connection.cursor() as cursor:
         for start in range(0, len(entries), size):
