@@ -619,9 +619,14 @@ def test_an_append_to_a_thread_with_a_fold_on_its_way_asks_one_query_and_loads_n
         decisions.append([query["sql"] for query in queries.captured_queries])
 
     monkeypatch.setattr(appends_module, "fold_if_due", counted)
+    ruled_out: list[bool] = []
+    rule = appends_module.fold_ruled_out
+    monkeypatch.setattr(appends_module, "fold_ruled_out", lambda *args, **kwargs: (
+        ruled_out.append(rule(*args, **kwargs)) or ruled_out[-1]))
     fill(thread, count=40)
     assert loads == [] and requests == [], "a thread with a fold on its way was decided on"
-    assert len(decisions) == 40
+    # every append asks, but those of a young thread whose counters show no pressure
+    assert len(decisions) == 40 - sum(ruled_out) and len(ruled_out) == 40
     for queries in decisions:  # one question, with the thread's fold state in it
         assert len(queries) == 1 and "fold_queued_until" in queries[0], queries
     control = Thread.objects.create(title="no fold on its way")
