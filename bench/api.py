@@ -550,13 +550,12 @@ def results(args: argparse.Namespace) -> dict[str, Any]:
     runs: dict[str, list[dict[str, Any]]] = {}
     with checkout(args.baseline) as old:
         targets = [
-            Target(f"baseline {base_rev}", old, "agentmemory_bench_api_base"),
-            Target(f"this tree ({head_rev}{'+' if dirty else ''})", ROOT,
-                   "agentmemory_bench_api",
+            Target(f"baseline {base_rev}", old, f"{args.pg_name}_base"),
+            Target(f"this tree ({head_rev}{'+' if dirty else ''})", ROOT, args.pg_name,
                    env={"DJANGO_SETTINGS_MODULE": "bench.floor_settings"}),
-            Target(FLOOR_LABEL, ROOT, "agentmemory_bench_api", clients=FLOOR_CLIENTS,
+            Target(FLOOR_LABEL, ROOT, args.pg_name, clients=FLOOR_CLIENTS,
                    fill=False, floor=True),
-            Target("this tree, CONN_MAX_AGE=0", ROOT, "agentmemory_bench_api",
+            Target("this tree, CONN_MAX_AGE=0", ROOT, args.pg_name,
                    env={"DJANGO_CONN_MAX_AGE": "0"}, clients=(8,), fill=False),
         ]
         try:
@@ -727,6 +726,8 @@ def main() -> int:
     parser.add_argument("--recalls", type=int, default=2000, help="recalls at most")
     parser.add_argument("--broker", default=os.environ.get("BENCH_REDIS",
                                                            "redis://127.0.0.1:6379/9"))
+    parser.add_argument("--pg-name", default="agentmemory_bench_api",
+                        help="the scratch databases' name (the baseline's ends in _base)")
     parser.add_argument("--write", metavar="PAGE", help="replace the API section of PAGE")
     parser.add_argument("--render-only", action="store_true",
                         help=f"render from {RAW.relative_to(ROOT)}, measure nothing")
