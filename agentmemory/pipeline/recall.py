@@ -16,6 +16,7 @@ from django.utils import timezone
 from agentmemory.conf import memory_settings
 from agentmemory.folding import DeclineReason, decline
 from agentmemory.folding.lease import FoldState, fold_state, held_lease, take_fold_lease
+from agentmemory.folding.reasons import ContextReason
 from agentmemory.integrations.openai_messages import (
     chat_messages,
     response_input,
@@ -118,7 +119,7 @@ class RecallResult:
 
 
 #: A background recall left history out, and a fold for its room is on its way.
-FOLD_PENDING = "fold-pending"
+FOLD_PENDING = ContextReason.FOLD_PENDING
 
 #: What a background recall asks of background folding (`services.background.fold_for_room`):
 #: given the thread, the budget and whether history was left out, ``fold-pending`` (a
