@@ -87,7 +87,9 @@ def test_hidden_runs_split_where_recall_loads_another_summary() -> None:
         (1, 2, "hidden"), (3, 3, "hidden"), (4, 4, "live")]
 
 
-def test_a_thread_starting_with_a_gap_and_one_with_no_rows() -> None:
+def test_a_gap_of_one_between_rows_alike_and_other_edges() -> None:
+    assert runs(entry_runs([message(1, 1), message(3, 1)], 3, {})) == [
+        (1, 1, "live"), (2, 2, "gone"), (3, 3, "live")]
     assert runs(entry_runs([message(3, 1)], 3, {})) == [(1, 2, "gone"), (3, 3, "live")]
     assert runs(entry_runs([], 4, {})) == [(1, 4, "gone")]
     assert entry_runs([], 0, {}) == []

@@ -140,9 +140,10 @@ class RecallReceiptAdmin(ReadOnlyAdmin):
         if obj.decline:
             said.append(("No fold", in_words(obj.decline)))
         if obj.omitted:
+            why = ("for that reason" if obj.omitted_reason == obj.budget_decline else
+                   in_words(obj.omitted_reason) if obj.omitted_reason else "no reason recorded")
             said.append((f"{obj.omitted:,} visible entr{'y' if obj.omitted == 1 else 'ies'} "
-                         "left out", in_words(obj.omitted_reason) if obj.omitted_reason else
-                         "no reason recorded"))
+                         "left out", why))
         if obj.folded_summary_id:
             said.append(("Folded", f"this recall wrote summary #{obj.folded_summary_id}."))
         if not said:
