@@ -1,4 +1,5 @@
 """The benchmark suite behind docs/benchmarks.md: one command, the same figures every run.
+The page's charts (SVG, bench/charts.py) are drawn from the same figures into docs/img/.
 
     make bench                                   # creates .venv and .venv-peers, runs this
     .venv/bin/python bench/run.py                # the same, the virtualenvs already there
@@ -75,8 +76,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import conversation as conv  # noqa: E402
 from bench import (  # noqa: E402
+    charts,
     cost,
     cost_report,
     economy,
@@ -86,6 +87,7 @@ from bench import (  # noqa: E402
     retention,
     search_speed,
 )
+from bench import conversation as conv  # noqa: E402
 from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
@@ -732,8 +734,9 @@ def publish(results: dict[str, Any], output: str) -> None:
         print(text)
     else:
         Path(output).write_text(text)
-        print(f"[bench] wrote {output} ({results['elapsed_s']:.0f} s of measuring)",
-              file=sys.stderr)
+        drawn = charts.write(results, Path(output))
+        print(f"[bench] wrote {output} and {len(drawn)} charts beside it "
+              f"({results['elapsed_s']:.0f} s of measuring)", file=sys.stderr)
 
 
 def _keep_api_section(previous: str, text: str) -> str:
@@ -752,6 +755,7 @@ def _keep_api_section(previous: str, text: str) -> str:
 def render(results: dict[str, Any]) -> str:
     sections = [
         _intro(results), _sizes_section(results), _folded_section(results),
+        charts.latency_image(results),
         floor.section(results), _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
         _peers_section(results), economy.section(results), _peer_economy_section(results),
