@@ -735,7 +735,7 @@ def publish(results: dict[str, Any], output: str) -> None:
     else:
         Path(output).write_text(text)
         drawn = charts.write(results, Path(output))
-        print(f"[bench] wrote {output} and {len(drawn)} charts beside it "
+        print(f"[bench] wrote {output} and {len(drawn)} chart{'s' * (len(drawn) != 1)} beside it "
               f"({results['elapsed_s']:.0f} s of measuring)", file=sys.stderr)
 
 
@@ -781,7 +781,8 @@ make bench
 
 It creates `.venv` (the project with its `dev` and `bench` extras) and `.venv-peers`
 (the peer libraries, installed there and nowhere else), runs `bench/run.py`, and writes
-this page (every figure unrounded goes to `artifacts/benchmarks.json`). PostgreSQL is
+this page and its charts (SVG, in `docs/img/`, drawn from the same figures by
+`bench/charts.py`; every figure unrounded goes to `artifacts/benchmarks.json`). PostgreSQL is
 reached with the usual `PG*` variables; the suite creates and drops its own database
 (`agentmemory_bench`). SQLite runs on a temporary file. Nothing leaves the machine: the
 only server the suite talks to, besides the database, is a loopback OpenAI-compatible
