@@ -14,9 +14,8 @@ from typing import Any
 from django.utils import timezone
 
 from agentmemory.conf import memory_settings
-from agentmemory.folding import DeclineReason, decline
+from agentmemory.folding import ContextReason, DeclineReason, decline
 from agentmemory.folding.lease import FoldState, fold_state, held_lease, take_fold_lease
-from agentmemory.folding.reasons import ContextReason
 from agentmemory.integrations.openai_messages import (
     chat_messages,
     response_input,
