@@ -310,10 +310,11 @@ def _floor(name: str, p: Priced, langchain: Priced) -> list[str]:
     summary = run["summary_message_mean"]
     floor = cheapest(run["workload"], run["room"], summary, fixed) + p.total
     share = floor / langchain.cost
-    verdict = ("no schedule of folds gets under the target with these summaries"
+    verdict = ("no such schedule gets under the target with these summaries and calls"
                if share > COST_TARGET else "a schedule under the target exists")
     return [f"{name}: nothing of a {number(run['room'])}-token room is ever cached, so the "
-            "cheapest schedule of folds, chosen knowing the whole conversation in advance "
+            "cheapest schedule of folds into one rolling summary (all a room this size holds), "
+            "chosen knowing the whole conversation in advance "
             f"(bench/cost_bound.py, with this run's summary message of {summary:,.0f} tokens "
             f"and a call's fixed part of {fixed:,.0f}: instruction, absorbed summary and "
             f"{cost_model.OUTPUT_PRICE:.0f} × the answer), costs {number(floor)}, × {share:.3f} "

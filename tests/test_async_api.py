@@ -30,7 +30,6 @@ from agentmemory.integrations.openai_shapes import (
     ToolLoopError,
     achat_turn,
     chat_turn,
-    prompt_cache_key,
     reply_message,
 )
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
@@ -38,7 +37,7 @@ from agentmemory.services import InvalidSearchQuery
 from tests.helpers import add_turns, recording_settings
 from tests.openai_server import TEST_API_KEY, TEST_MODEL, OpenAIServer, Reply
 from tests.test_memory_tools import DROPS_EVERYTHING, FACT, folded_thread, searching_model
-from tests.test_openai_shapes import TOOLS, check_chat
+from tests.test_openai_shapes import TOOLS, check_the_two_turns
 
 TWINS = [
     (services.aappend, services.append),
@@ -173,30 +172,7 @@ def test_achat_turn_runs_a_tool_loop_with_the_async_client(openai_server: OpenAI
     async_to_sync(run)()
     assert replies == ["Your order NW-48217 shipped on 2026-12-03.", "You are welcome."]
     thread = Thread.objects.get(owner=user, client_key="support")
-    bodies = [request.body for request in openai_server.chat_requests]
-    assert len(bodies) == 3
-    for body in bodies:
-        check_chat(body["messages"])
-        assert body["messages"][0] == {"role": "system", "content": "You are a shop assistant."}
-        assert body["tools"] == TOOLS
-        assert body["prompt_cache_key"] == prompt_cache_key(thread)
-    assert bodies[1]["messages"][1:] == [
-        {"role": "user", "content": "Where is my order NW-48217?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "lookup_order", "arguments": '{"order": "NW-48217"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1",
-         "content": "order NW-48217 shipped on 2026-12-03 by DHL"},
-    ]
-    assert bodies[2]["messages"][1:] == [
-        *bodies[1]["messages"][1:],
-        {"role": "assistant", "content": "Your order NW-48217 shipped on 2026-12-03."},
-        {"role": "user", "content": "Thanks!"},
-    ]
-    rows = list(MemoryEntry.objects.filter(thread=thread).order_by("position")
-                .values_list("role", "turn"))
-    assert rows == [("user", 1), ("assistant", 1), ("tool", 1), ("assistant", 1),
-                    ("user", 2), ("assistant", 2)]
+    check_the_two_turns(openai_server, thread)
 
 
 @pytest.mark.django_db

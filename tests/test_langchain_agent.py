@@ -49,7 +49,9 @@ INSTRUCTIONS = "You are a shop assistant. Answer order questions briefly."
 FILLER = ("The parcel for order {n} left the warehouse in Leeds, was scanned at the DHL hub, "
           "and is due on 2026-12-0{d}; the refund of $12.50 for the late label stays open.")
 TURNS = 14
-BUDGET = 1200
+# Room for the last turn's memory_expand calls: one per nesting level (at most four),
+# each result at most a quarter of the budget.
+BUDGET = 1500
 FIRST_QUESTION = "Which order did I ask you about first?"
 HANDLE = re.compile(r"handle (msg-summary-\d+-\d+)")
 

@@ -169,31 +169,7 @@ def test_chat_turn_runs_a_tool_loop_with_the_official_client(
         print(reply.content)
     # --8<-- [end:chat-turn]
     assert reply.content == "You are welcome."
-    bodies = [request.body for request in openai_server.chat_requests]
-    assert len(bodies) == 3
-    for body in bodies:
-        check_chat(body["messages"])
-        assert body["messages"][0] == {"role": "system",
-                                       "content": "You are a shop assistant."}
-        assert body["tools"] == TOOLS
-    # The second request carries the call and its result; the third the whole first turn.
-    assert bodies[1]["messages"][1:] == [
-        {"role": "user", "content": "Where is my order NW-48217?"},
-        {"role": "assistant", "content": None, "tool_calls": [
-            {"id": "call_1", "type": "function",
-             "function": {"name": "lookup_order", "arguments": '{"order": "NW-48217"}'}}]},
-        {"role": "tool", "tool_call_id": "call_1",
-         "content": "order NW-48217 shipped on 2026-12-03 by DHL"},
-    ]
-    assert bodies[2]["messages"][1:] == [
-        *bodies[1]["messages"][1:],
-        {"role": "assistant", "content": "Your order NW-48217 shipped on 2026-12-03."},
-        {"role": "user", "content": "Thanks!"},
-    ]
-    roles = list(MemoryEntry.objects.filter(thread=thread).order_by("position")
-                 .values_list("role", "turn"))
-    assert roles == [("user", 1), ("assistant", 1), ("tool", 1), ("assistant", 1),
-                     ("user", 2), ("assistant", 2)]
+    check_the_two_turns(openai_server, thread)
 
 
 def test_chat_turn_sends_one_prompt_cache_key_per_thread(
@@ -323,3 +299,34 @@ def test_another_users_thread_is_a_404_whatever_the_format(
         response = client.post(f"/api/memory/threads/{stranger.pk}/recall/?format={shape}",
                                {"budget_tokens": 4000}, format="json")
         assert response.status_code == 404
+
+
+def check_the_two_turns(openai_server: OpenAIServer, thread: Thread) -> list[dict[str, Any]]:
+    """What `chat_turn` (and `achat_turn`) sent and stored for the documented two turns:
+    a tool round, then a plain answer; returns the request bodies."""
+    bodies = [request.body for request in openai_server.chat_requests]
+    assert len(bodies) == 3
+    for body in bodies:
+        check_chat(body["messages"])
+        assert body["messages"][0] == {"role": "system", "content": "You are a shop assistant."}
+        assert body["tools"] == TOOLS
+        assert body["prompt_cache_key"] == prompt_cache_key(thread)
+    # The second request carries the call and its result; the third the whole first turn.
+    assert bodies[1]["messages"][1:] == [
+        {"role": "user", "content": "Where is my order NW-48217?"},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "call_1", "type": "function",
+             "function": {"name": "lookup_order", "arguments": '{"order": "NW-48217"}'}}]},
+        {"role": "tool", "tool_call_id": "call_1",
+         "content": "order NW-48217 shipped on 2026-12-03 by DHL"},
+    ]
+    assert bodies[2]["messages"][1:] == [
+        *bodies[1]["messages"][1:],
+        {"role": "assistant", "content": "Your order NW-48217 shipped on 2026-12-03."},
+        {"role": "user", "content": "Thanks!"},
+    ]
+    rows = list(MemoryEntry.objects.filter(thread=thread).order_by("position")
+                .values_list("role", "turn"))
+    assert rows == [("user", 1), ("assistant", 1), ("tool", 1), ("assistant", 1),
+                    ("user", 2), ("assistant", 2)]
+    return bodies

@@ -268,3 +268,38 @@ def test_once_the_summaries_hold_the_cache_minimum_no_fold_rewrites_them(shape: 
             f"{untouched} tokens of summaries"
         )
     assert folds_past_the_minimum >= 5
+
+
+@pytest.mark.parametrize("shape", ["heavy", "chatty"])
+def test_what_an_expired_summary_leaves_verbatim_is_not_folded_again_while_it_fits(
+    shape: str,
+) -> None:
+    """Under a TTL a summary expires with the earliest original it stands for, and the
+    rest come back verbatim (law 7). Folded again as soon as the context passes its high
+    water, they would make a summary that expires with the next of them, and so on every
+    few turns (the retention benchmark's refolds, 0.31 × the conversation): left to
+    expire while the room holds them, every original is sent to the summarizer once."""
+    from collections import Counter
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from agentmemory.models import SummarySource
+
+    start = timezone.now()
+    thread = Thread.objects.create(ttl=timedelta(hours=3))
+    with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        for minute, turn in enumerate(conversation(shape, 300)):
+            now = start + timedelta(minutes=minute)  # from turn 180 on, the oldest expire
+            services.append(thread, turn[0], now=now)
+            result = services.recall(thread, 4000, now=now)
+            assert result.omitted == 0
+            services.append(thread, turn[1:], now=now)
+    expired = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY,
+                                         expires_at__lte=now)
+    assert expired.exists(), "summaries expired while the thread went on"
+    sends = Counter(
+        SummarySource.objects.filter(summary__thread=thread, entry__kind=EntryKind.MESSAGE)
+        .values_list("entry_id", flat=True)
+    )
+    assert sends and max(sends.values()) == 1, sends.most_common(3)

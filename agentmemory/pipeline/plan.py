@@ -142,14 +142,16 @@ def next_fold(
         merged = merge(blocks, min(config.input_limit, room // 2), excess=excess)
         if merged is not None:
             return merged
-    if over:
+    if needed:
+        # An older run is what an expired summary left verbatim: it is folded again only
+        # when the room cannot hold it, else left to expire (a summary of it would die
+        # with its next original to expire, and bring the rest back once more).
         for first, last in runs[1:]:
             chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed,
                            by_count=False)
             if chunk is not None:
                 return chunk
-        if needed:
-            return last_resort or merge(blocks, config.input_limit)
+        return last_resort or merge(blocks, config.input_limit)
     return None
 
 
