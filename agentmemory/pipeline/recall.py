@@ -114,9 +114,6 @@ class RecallResult:
         return summary_instructions(self.messages, system)
 
 
-#: An inline recall found another fold of the thread running and waited it out in vain.
-
-
 #: A background recall left history out, and a fold for its room is on its way.
 FOLD_PENDING = ContextReason.FOLD_PENDING
 
