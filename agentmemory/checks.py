@@ -48,6 +48,7 @@ from agentmemory.check_rules import (
     is_value,
     setting_error,
     stated,
+    unknown_key,
 )
 from agentmemory.conf import DEFAULTS, SETTINGS_NAME, memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, MissingExtraError
@@ -270,11 +271,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         user = memory_settings.user_settings
     except AgentMemoryConfigurationError as exc:
         return [Error(str(exc), hint=f"Set {SETTINGS_NAME} = {{...}}.", id="agentmemory.E001")]
-    errors: list[CheckMessage] = [
-        setting_error(key, "is not a setting of agentmemory.",
-                      f"Remove it; the settings are: {', '.join(sorted(DEFAULTS))}.", "E001")
-        for key in sorted(set(user) - set(DEFAULTS))
-    ]
+    errors: list[CheckMessage] = [unknown_key(key) for key in sorted(set(user) - set(DEFAULTS))]
     for rule in RULES:
         errors.extend(rule())
     return errors
