@@ -2,17 +2,23 @@
 
 Environment variables switch it to a real deployment shape:
 DATABASE_URL-style PG* variables with AGENTMEMORY_DB=postgres, and
-CELERY_BROKER_URL=redis://127.0.0.1:6379/0 for a real worker.
+CELERY_BROKER_URL=redis://127.0.0.1:6379/0 for a real worker. DEMO_ADDR (``make demo
+ADDR=host:port``) is where the site serves.
 """
 
 import os
 from pathlib import Path
 
+from example_project.demo.address import DEFAULT_ADDR, allowed_host
+
 BASE_DIR = Path(__file__).resolve().parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "agentmemory-demo-not-for-production")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+# Where `make demo` serves (its ADDR): runserver listens there, the demo command's links
+# name it, and its host is allowed.
+DEMO_ADDR = os.environ.get("DEMO_ADDR") or DEFAULT_ADDR
+ALLOWED_HOSTS = sorted({"127.0.0.1", "localhost", allowed_host(DEMO_ADDR)})
 USE_TZ = True
 TIME_ZONE = "UTC"
 
