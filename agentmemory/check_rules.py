@@ -135,7 +135,7 @@ def _is_fact_gate(value: Any) -> bool:
     if not isinstance(value, dict) or set(value) - {"THRESHOLD", "ACTION"}:
         return False
     threshold = value.get("THRESHOLD")
-    return value.get("ACTION", "decline") in ("decline", "append") and (
+    return value.get("ACTION", "flag") in ("flag", "append", "decline") and (
         threshold is None or isinstance(threshold, int | float) and 0 <= threshold <= 1
     )
 
@@ -157,7 +157,7 @@ WINDOW_RETAIN = Rule(lambda value: value in ("conversation", "discard"),
 THROTTLE_RATES = Rule(_is_throttle_rates, "must map append, recall and fold to a rate or None")
 BOOLEAN = Rule(lambda value: isinstance(value, bool), "must be True or False")
 FACT_GATE = Rule(_is_fact_gate,
-                 "must be {'THRESHOLD': None or 0..1, 'ACTION': 'decline' or 'append'}")
+                 "must be {'THRESHOLD': None or 0..1, 'ACTION': 'flag', 'append' or 'decline'}")
 SIGNING_KEY = Rule(
     lambda value: value is None or isinstance(value, str) and len(value) >= 32,
     "must be None (derive from SECRET_KEY) or a string of at least 32 characters",

@@ -252,7 +252,8 @@ RULES: tuple[Callable[[], list[CheckMessage]], ...] = (
     _body_cap,
     SettingRule(("RECEIPTS", "HOLD_FLAGGED"), BOOLEAN, got, "", "E013"),
     SettingRule(("FACT_GATE",), FACT_GATE, is_value,
-                "Use {'THRESHOLD': None or 0..1, 'ACTION': 'decline' or 'append'}.", "E013"),
+                "Use {'THRESHOLD': None or 0..1, 'ACTION': 'flag', 'append' or 'decline'}; "
+                "the default is {'THRESHOLD': 0.5, 'ACTION': 'flag'}.", "E013"),
     SettingRule(("SIGNING_KEY",), SIGNING_KEY, stated, "Generate one with "
                 "django.core.management.utils.get_random_secret_key().", "E013"),
     SettingRule(("DAILY_TOKEN_QUOTA",), OPTIONAL_POSITIVE_INT, got,

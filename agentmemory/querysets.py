@@ -107,7 +107,8 @@ class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
         return self.filter(held_at__isnull=False)
 
     def needs_review(self) -> MemoryEntryQuerySet:
-        """Summaries the injection quarantine flagged that nobody has reviewed yet."""
+        """Summaries the injection quarantine or the fact gate (ACTION "flag") flagged
+        that nobody has reviewed yet."""
         # Summaries only: a message has no coverage row, and the exclude would keep it.
         return self.summaries().exclude(coverage__injection_flags=[]).filter(
             coverage__reviewed_at__isnull=True

@@ -104,8 +104,6 @@ AGENTMEMORY = {
     "RECALL_MODE": os.environ.get("AGENTMEMORY_RECALL_MODE", "inline"),
     # Every recall leaves a receipt: what the model saw at each turn, and the savings.
     "RECEIPTS": True,
-    # Summaries that drop more than half of the span's specifics list what they dropped.
-    "FACT_GATE": {"THRESHOLD": 0.5, "ACTION": "append"},
     "SUMMARIZER": {
         "BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer",
         "MODEL": "offline-extractive-1",
