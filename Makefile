@@ -1,22 +1,38 @@
-# Two commands: `make demo` and `make test`. Both create .venv on a fresh clone.
+# Two commands: `make demo` and `make test`. Both create .venv on a fresh clone: the demo
+# installs the example project's extras only ([demo]), the tests everything ([dev]).
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+HASH := $(shell cat pyproject.toml | cksum | cut -d' ' -f1)
+STAMP := $(VENV)/.installed-$(HASH)
+DEMO_STAMP := $(VENV)/.demo-$(HASH)
+## Where the demo serves, and the address its printed links name: `make demo
+## ADDR=127.0.0.1:8080` (or DEMO_ADDR in the environment).
+DEMO_ADDR ?= 127.0.0.1:8000
+ADDR ?= $(DEMO_ADDR)
 
 .PHONY: demo test test-sqlite test-postgres lint typecheck docs bench bench-peers clean
 
+# [dev] holds [demo]'s extras, so it stamps both.
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
-	rm -f $(VENV)/.installed-*
-	touch $(STAMP)
+	rm -f $(VENV)/.installed-* $(VENV)/.demo-*
+	touch $(STAMP) $(DEMO_STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[demo]'
+	rm -f $(VENV)/.demo-*
+	touch $(DEMO_STAMP)
+
+demo: export DEMO_ADDR := $(ADDR)
+demo: $(DEMO_STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py agentmemory_demo
-	$(PY) manage.py runserver 127.0.0.1:8000
+	$(PY) manage.py runserver $(ADDR)
 
 ## The whole suite, on SQLite (the embedded default) and on PostgreSQL, both at once.
 test: $(STAMP) lint typecheck
@@ -45,9 +61,10 @@ $(DOCS_STAMP): $(STAMP)
 docs: $(DOCS_STAMP)
 	$(PY) -m mkdocs build --strict
 
-## The benchmark suite (bench/run.py): writes docs/benchmarks.md, in under 10 minutes on
-## 2 cores. The peer libraries it compares with live in their own .venv-peers, never in
-## .venv; if they cannot be installed, the page says so and the rest still runs.
+## The benchmark suite (bench/run.py): writes docs/benchmarks.md and its SVG charts in
+## docs/img/, in about 25 minutes on 2 cores, installs aside (the page states the last
+## run's time). The peer libraries it compares with live in their own .venv-peers, never
+## in .venv; if they cannot be installed, the page says so and the rest still runs.
 BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
 PEERS_VENV := .venv-peers
 PEERS_STAMP := $(PEERS_VENV)/.installed-$(shell cat bench/peers/requirements.txt | cksum | cut -d' ' -f1)

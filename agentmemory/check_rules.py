@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
+from difflib import get_close_matches
 from typing import Any
 
 from django.apps import apps
@@ -26,6 +27,18 @@ from agentmemory.validators import TIERS, Rule, is_number
 def setting_error(key: str, text: str, hint: str, code: str) -> Error:
     """``AGENTMEMORY['KEY'] <text>``, under ``agentmemory.<code>``."""
     return Error(f"{SETTINGS_NAME}['{key}'] {text}", hint=hint, id=f"agentmemory.{code}")
+
+
+def unknown_key(key: str) -> Error:
+    """E001 for a key that is not a setting: the nearest setting's name when one is
+    close (a typo), else every setting's name."""
+    near = get_close_matches(str(key).upper(), DEFAULTS, n=1)
+    if near:
+        return setting_error(key, f"is not a setting of agentmemory. Did you mean {near[0]!r}?",
+                             f"Rename it to {near[0]!r}; docs/settings.md lists every setting.",
+                             "E001")
+    return setting_error(key, "is not a setting of agentmemory.",
+                         f"Remove it; the settings are: {', '.join(sorted(DEFAULTS))}.", "E001")
 
 
 # How a rule's message says what was wrong with the value.
@@ -122,7 +135,7 @@ def _is_fact_gate(value: Any) -> bool:
     if not isinstance(value, dict) or set(value) - {"THRESHOLD", "ACTION"}:
         return False
     threshold = value.get("THRESHOLD")
-    return value.get("ACTION", "decline") in ("decline", "append") and (
+    return value.get("ACTION", "flag") in ("flag", "append", "decline") and (
         threshold is None or isinstance(threshold, int | float) and 0 <= threshold <= 1
     )
 
@@ -144,7 +157,7 @@ WINDOW_RETAIN = Rule(lambda value: value in ("conversation", "discard"),
 THROTTLE_RATES = Rule(_is_throttle_rates, "must map append, recall and fold to a rate or None")
 BOOLEAN = Rule(lambda value: isinstance(value, bool), "must be True or False")
 FACT_GATE = Rule(_is_fact_gate,
-                 "must be {'THRESHOLD': None or 0..1, 'ACTION': 'decline' or 'append'}")
+                 "must be {'THRESHOLD': None or 0..1, 'ACTION': 'flag', 'append' or 'decline'}")
 SIGNING_KEY = Rule(
     lambda value: value is None or isinstance(value, str) and len(value) >= 32,
     "must be None (derive from SECRET_KEY) or a string of at least 32 characters",

@@ -48,6 +48,7 @@ from agentmemory.check_rules import (
     is_value,
     setting_error,
     stated,
+    unknown_key,
 )
 from agentmemory.conf import DEFAULTS, SETTINGS_NAME, memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, MissingExtraError
@@ -251,7 +252,8 @@ RULES: tuple[Callable[[], list[CheckMessage]], ...] = (
     _body_cap,
     SettingRule(("RECEIPTS", "HOLD_FLAGGED"), BOOLEAN, got, "", "E013"),
     SettingRule(("FACT_GATE",), FACT_GATE, is_value,
-                "Use {'THRESHOLD': None or 0..1, 'ACTION': 'decline' or 'append'}.", "E013"),
+                "Use {'THRESHOLD': None or 0..1, 'ACTION': 'flag', 'append' or 'decline'}; "
+                "the default is {'THRESHOLD': 0.5, 'ACTION': 'flag'}.", "E013"),
     SettingRule(("SIGNING_KEY",), SIGNING_KEY, stated, "Generate one with "
                 "django.core.management.utils.get_random_secret_key().", "E013"),
     SettingRule(("DAILY_TOKEN_QUOTA",), OPTIONAL_POSITIVE_INT, got,
@@ -270,11 +272,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         user = memory_settings.user_settings
     except AgentMemoryConfigurationError as exc:
         return [Error(str(exc), hint=f"Set {SETTINGS_NAME} = {{...}}.", id="agentmemory.E001")]
-    errors: list[CheckMessage] = [
-        setting_error(key, "is not a setting of agentmemory.",
-                      f"Remove it; the settings are: {', '.join(sorted(DEFAULTS))}.", "E001")
-        for key in sorted(set(user) - set(DEFAULTS))
-    ]
+    errors: list[CheckMessage] = [unknown_key(key) for key in sorted(set(user) - set(DEFAULTS))]
     for rule in RULES:
         errors.extend(rule())
     return errors

@@ -115,11 +115,13 @@ DEFAULTS: dict[str, Any] = {
     "API_PAGE_SIZE": 50,
     "API_THROTTLE_RATES": {"append": None, "recall": None, "fold": "30/min"},
     # trust and cost (see docs/concepts.md): recall receipts; the fact-retention gate
-    # (THRESHOLD None: measure only; ACTION "decline" or "append"); the key that signs
-    # summaries (None: derived from SECRET_KEY); holding flagged summaries back until
-    # reviewed; a daily summarizer token quota per owner (None: no quota).
+    # (every fold measures which specifics of its span the summary kept; one that keeps
+    # fewer than THRESHOLD of them is flagged for review, or with ACTION "append" lists
+    # what it dropped, or with "decline" is dropped; THRESHOLD None: no gate, nothing
+    # measured); the key that signs summaries (None: derived from SECRET_KEY); holding
+    # flagged summaries back until reviewed; a daily summarizer token quota per owner.
     "RECEIPTS": False,
-    "FACT_GATE": {"THRESHOLD": None, "ACTION": "decline"},
+    "FACT_GATE": {"THRESHOLD": 0.5, "ACTION": "flag"},
     "SIGNING_KEY": None,
     "HOLD_FLAGGED": False,
     "DAILY_TOKEN_QUOTA": None,

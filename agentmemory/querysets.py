@@ -8,7 +8,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Self, TypeVar
 
 from django.db import models
-from django.db.models import Case, Count, F, Q, Sum, When
+from django.db.models import Case, Count, F, Q, Sum, Value, When
 from django.db.models.expressions import CombinedExpression
 from django.db.models.functions import Coalesce
 from django.utils import timezone
@@ -30,6 +30,13 @@ def expired_q(now: datetime) -> Q:
     return Q(expires_at__lte=now)
 
 
+def is_expired(now: datetime) -> Case:
+    """Per row, whether `ExpiringQuerySet.expired` would select it at ``now`` (to annotate
+    every row of a read with its state, rather than filter them)."""
+    return Case(When(expired_q(now), then=Value(True)), default=Value(False),
+                output_field=models.BooleanField())
+
+
 def unexpired_q(now: datetime, prefix: str = "") -> Q:
     return Q(**{f"{prefix}expires_at__isnull": True}) | Q(**{f"{prefix}expires_at__gt": now})
 
@@ -41,6 +48,19 @@ def no_fold_on_its_way_q(now: datetime, prefix: str = "") -> Q:
         Q(**{f"{prefix}fold_queued_until__isnull": True})
         | Q(**{f"{prefix}fold_queued_until__lt": now})
     ) & (Q(**{f"{prefix}fold_lease_owner": ""}) | Q(**{f"{prefix}fold_lease_until__lt": now}))
+
+
+def loaded_in_place(parents: dict[int, int | None]) -> dict[int, int]:
+    """Per summary (``parents``: each summary's ``covered_by``), the summary recall loads
+    in its place: the top of its chain of covering summaries, as recall loads only
+    uncovered rows."""
+    tops: dict[int, int] = {}
+    for pk in parents:
+        top = pk
+        while (parent := parents.get(top)) is not None:
+            top = parent
+        tops[pk] = top
+    return tops
 
 
 _Model = TypeVar("_Model", bound=models.Model)
@@ -60,6 +80,7 @@ class ExpiringQuerySet(models.QuerySet[_Model]):
     def never_expiring(self) -> Self:
         """Rows without an ``expires_at``."""
         return self.filter(expires_at__isnull=True)
+
 
 
 class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
@@ -85,7 +106,8 @@ class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
         return self.filter(held_at__isnull=False)
 
     def needs_review(self) -> MemoryEntryQuerySet:
-        """Summaries the injection quarantine flagged that nobody has reviewed yet."""
+        """Summaries the injection quarantine or the fact gate (ACTION "flag") flagged
+        that nobody has reviewed yet."""
         # Summaries only: a message has no coverage row, and the exclude would keep it.
         return self.summaries().exclude(coverage__injection_flags=[]).filter(
             coverage__reviewed_at__isnull=True
@@ -112,14 +134,7 @@ class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
         uncovered, else the one at the top of its ``covered_by`` chain, since recall
         loads only uncovered rows (``pipeline.load``). One query; pass all the summaries
         of a thread so every chain is complete."""
-        parents: dict[int, int | None] = dict(self.summaries().values_list("pk", "covered_by"))
-        tops: dict[int, int] = {}
-        for pk in parents:
-            top = pk
-            while (parent := parents.get(top)) is not None:
-                top = parent
-            tops[pk] = top
-        return tops
+        return loaded_in_place(dict(self.summaries().values_list("pk", "covered_by")))
 
     def visible(
         self, now: datetime | None = None, tiers: Iterable[str] | None = None

@@ -148,6 +148,15 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = ""
     return "\n".join(lines)
 
 
+#: Where the page's charts go, beside the page (docs/img/ for docs/benchmarks.md).
+IMAGES = "img"
+
+
+def image(name: str, alt: str) -> str:
+    """A Markdown image of the chart ``name`` (bench/charts.py writes it to IMAGES/)."""
+    return f"![{alt}]({IMAGES}/{name})"
+
+
 def number(value: float | None, digits: int = 0) -> str:
     """``1,234`` or ``1,234.5``; an em dash for None."""
     if value is None:

@@ -18,13 +18,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import conversation as conv  # noqa: E402
 from bench import cost_model  # noqa: E402
-from bench.common import number, table  # noqa: E402
+from bench.common import image, number, table  # noqa: E402
 from bench.cost import AGENTMEMORY_MODES, BUDGETS, PEERS, RESERVE_TOKENS, SUMMARY  # noqa: E402
 from bench.cost_bound import cheapest  # noqa: E402
 from bench.economy import CALLS_PER_BUDGET, OVERHEAD_PER_CALL  # noqa: E402
 
 COST_TARGET = 0.8  # agentmemory's cost at most this share of LangChain's middleware's
 CALLS_CEILING = 4  # calls never above this many × conversation tokens ÷ B
+#: The chart of one workload's cost (bench/charts.py draws it from `cost_figures`).
+COST_CHART = "cost-{workload}.svg"
 NAMES = {"inline": "agentmemory, inline", "background": "agentmemory, background (caught up)",
          "langchain": "LangChain `SummarizationMiddleware`",
          "langmem": "langmem `summarize_messages`"}
@@ -77,23 +79,45 @@ class Priced:
         return times * self.total / self.run["budget"]
 
 
+def priced_runs(measured: dict[str, Any], workload: str, budget: int) -> dict[str, Priced]:
+    """The runs of one workload and budget that were made, by mode, in the tables' order."""
+    totals = measured["conversation_tokens"]
+    by_key = {(run["workload"], run["budget"], run["mode"]): run for run in measured["runs"]}
+    return {mode: Priced(by_key[workload, budget, mode], totals[workload])
+            for mode in (*AGENTMEMORY_MODES, *PEERS) if (workload, budget, mode) in by_key}
+
+
+def cost_figures(results: dict[str, Any]) -> dict[str, dict[int, dict[str, float]]]:
+    """Per workload and budget, each run's cost as its table gives it, by the name the
+    tables give the library (runs that failed left out)."""
+    measured = results.get("cost")
+    figures: dict[str, dict[int, dict[str, float]]] = {}
+    for workload in conv.WORKLOADS if measured else ():
+        for budget in BUDGETS:
+            costs = {NAMES[mode].replace("`", ""): p.cost
+                     for mode, p in priced_runs(measured, workload, budget).items()
+                     if "error" not in p.run}
+            if costs:
+                figures.setdefault(workload, {})[budget] = costs
+    return figures
+
+
 def section(results: dict[str, Any]) -> str:
     measured = results.get("cost")
     if not measured:
         return ""
-    totals = measured["conversation_tokens"]
-    by_key = {(run["workload"], run["budget"], run["mode"]): run for run in measured["runs"]}
-    parts = [_intro(totals)]
+    parts = [_intro(measured["conversation_tokens"])]
+    charted = cost_figures(results)
     for workload in conv.WORKLOADS:
         found: list[str] = []
         for budget in BUDGETS:
-            priced = {mode: Priced(by_key[workload, budget, mode], totals[workload])
-                      for mode in (*AGENTMEMORY_MODES, *PEERS)
-                      if (workload, budget, mode) in by_key}
+            priced = priced_runs(measured, workload, budget)
             if not priced:
                 continue
             parts.append(_table(workload, budget, priced, measured["skipped"]))
             found += findings(budget, priced)
+        if workload in charted:
+            parts.append(_chart(workload))
         if found:
             parts.append(f"What the {workload} tables say:\n\n"
                          + "\n".join(f"* {sentence}" for sentence in found))
@@ -144,6 +168,14 @@ JSON. The budgets are {budgets}.
   fold rewrote it); **gap / split / user missing** as in the economy part for
   agentmemory (checked against its rows); for the peers, split tool pairs and turns
   whose context did not end with the user's new message."""
+
+
+def _chart(workload: str) -> str:
+    return (image(COST_CHART.format(workload=workload),
+                  f"The {workload} workload's cost per conversation, one panel per budget")
+            + f"\n\n*The {workload} tables as bars: the cost of the {conv.TURNS:,} turns by "
+            "library and mode, one panel per budget, each on its own scale from zero (the "
+            "figures are the tables' cost column).*")
 
 
 def _summary_tokens() -> int:

@@ -1,4 +1,5 @@
 """The benchmark suite behind docs/benchmarks.md: one command, the same figures every run.
+The page's charts (SVG, bench/charts.py) are drawn from the same figures into docs/img/.
 
     make bench                                   # creates .venv and .venv-peers, runs this
     .venv/bin/python bench/run.py                # the same, the virtualenvs already there
@@ -75,8 +76,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench import conversation as conv  # noqa: E402
 from bench import (  # noqa: E402
+    charts,
     cost,
     cost_report,
     economy,
@@ -86,6 +87,7 @@ from bench import (  # noqa: E402
     retention,
     search_speed,
 )
+from bench import conversation as conv  # noqa: E402
 from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
@@ -732,8 +734,9 @@ def publish(results: dict[str, Any], output: str) -> None:
         print(text)
     else:
         Path(output).write_text(text)
-        print(f"[bench] wrote {output} ({results['elapsed_s']:.0f} s of measuring)",
-              file=sys.stderr)
+        drawn = charts.write(results, Path(output))
+        print(f"[bench] wrote {output} and {len(drawn)} chart{'s' * (len(drawn) != 1)} beside it "
+              f"({results['elapsed_s']:.0f} s of measuring)", file=sys.stderr)
 
 
 def _keep_api_section(previous: str, text: str) -> str:
@@ -752,6 +755,7 @@ def _keep_api_section(previous: str, text: str) -> str:
 def render(results: dict[str, Any]) -> str:
     sections = [
         _intro(results), _sizes_section(results), _folded_section(results),
+        charts.latency_image(results),
         floor.section(results), _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
         _peers_section(results), economy.section(results), _peer_economy_section(results),
@@ -777,7 +781,8 @@ make bench
 
 It creates `.venv` (the project with its `dev` and `bench` extras) and `.venv-peers`
 (the peer libraries, installed there and nowhere else), runs `bench/run.py`, and writes
-this page (every figure unrounded goes to `artifacts/benchmarks.json`). PostgreSQL is
+this page and its charts (SVG, in `docs/img/`, drawn from the same figures by
+`bench/charts.py`; every figure unrounded goes to `artifacts/benchmarks.json`). PostgreSQL is
 reached with the usual `PG*` variables; the suite creates and drops its own database
 (`agentmemory_bench`). SQLite runs on a temporary file. Nothing leaves the machine: the
 only server the suite talks to, besides the database, is a loopback OpenAI-compatible

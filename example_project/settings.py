@@ -2,17 +2,23 @@
 
 Environment variables switch it to a real deployment shape:
 DATABASE_URL-style PG* variables with AGENTMEMORY_DB=postgres, and
-CELERY_BROKER_URL=redis://127.0.0.1:6379/0 for a real worker.
+CELERY_BROKER_URL=redis://127.0.0.1:6379/0 for a real worker. DEMO_ADDR (``make demo
+ADDR=host:port``) is where the site serves.
 """
 
 import os
 from pathlib import Path
 
+from example_project.demo.address import DEFAULT_ADDR, allowed_host
+
 BASE_DIR = Path(__file__).resolve().parent
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "agentmemory-demo-not-for-production")
 DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
-ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
+# Where `make demo` serves (its ADDR): runserver listens there, the demo command's links
+# name it, and its host is allowed.
+DEMO_ADDR = os.environ.get("DEMO_ADDR") or DEFAULT_ADDR
+ALLOWED_HOSTS = sorted({"127.0.0.1", "localhost", allowed_host(DEMO_ADDR)})
 USE_TZ = True
 TIME_ZONE = "UTC"
 
@@ -98,8 +104,6 @@ AGENTMEMORY = {
     "RECALL_MODE": os.environ.get("AGENTMEMORY_RECALL_MODE", "inline"),
     # Every recall leaves a receipt: what the model saw at each turn, and the savings.
     "RECEIPTS": True,
-    # Summaries that drop more than half of the span's specifics list what they dropped.
-    "FACT_GATE": {"THRESHOLD": 0.5, "ACTION": "append"},
     "SUMMARIZER": {
         "BACKEND": "agentmemory.summarizers.offline.OfflineSummarizer",
         "MODEL": "offline-extractive-1",

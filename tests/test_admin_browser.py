@@ -1,12 +1,14 @@
-"""The admin in a real browser: log in, walk to a thread's timeline and a summary, expand
-it down to the originals, and keep screenshots; and, as staff who may not expand, find no
-expand link and a refusal that explains itself.
+"""The admin in a real browser: log in, walk to a thread's timeline (its overview strip,
+its chart, the runs a summary hides collapsed) and a summary, expand it down to the
+originals, and keep screenshots; and, as staff who may not expand, find no expand link
+and a refusal that explains itself.
 
 Playwright for Python drives Debian's chromium (``/usr/bin/chromium``); Playwright's own
 browser downloads are never used. Screenshots go to ``artifacts/admin-browser/``
-(gitignored), all at a 1400 px wide window, where every list of the app fits without
-scrolling sideways. With ``AGENTMEMORY_UPDATE_SCREENSHOTS=1`` the timeline, expand-view
-and summary-list shots are also copied to ``docs/img/``. Under ``CI=true`` a missing chromium or
+(gitignored), at a 1400 px wide window and again at 1024 px, where the timeline's
+pictures and every list of the app fit without scrolling sideways. With
+``AGENTMEMORY_UPDATE_SCREENSHOTS=1`` the timeline, expand-view, summary-list and (at
+1024 px) ledger shots are also copied to ``docs/img/``. Under ``CI=true`` a missing chromium or
 playwright fails the test; on a developer's machine it skips and says why.
 
 All database work happens before Playwright starts: its sync API runs an event loop in
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shutil
+from datetime import timedelta
 from hashlib import sha256
 from pathlib import Path
 from typing import Any
@@ -26,6 +29,7 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Permission
 from django.test import override_settings
 from django.urls import reverse
+from django.utils import timezone
 
 from agentmemory import services
 from agentmemory.models import (
@@ -59,6 +63,7 @@ DOCS_IMG = ROOT / "docs" / "img"
 UPDATE_SCREENSHOTS = os.environ.get("AGENTMEMORY_UPDATE_SCREENSHOTS") == "1"
 USERNAME, PASSWORD = "curator", "a-long-test-password"
 VIEWPORT = {"width": 1400, "height": 1000}
+NARROW = {"width": 1024, "height": 900}
 ORIGINAL = "Order 1 left the Leipzig depot on Tuesday; courier reference QUOKKA-7731-ZED."
 TITLE = "Northwind support: late orders"
 BIG = 100_000
@@ -84,6 +89,14 @@ LISTS = {
 }
 
 
+#: At 1024 px, the columns of these lists from the tokens on, each checked like the last.
+NARROW_COLUMNS = {
+    "summary": ("td.field-tokens", "td.field-summarizer_model", "td.field-status"),
+    "summarizercall": ("td.field-tokens", "td.field-took", "td.field-error"),
+    "recallreceipt": ("td.field-tokens", "td.field-declined"),
+}
+
+
 def assert_fits(page: Any, cell: str) -> None:
     """The list's table needs no sideways scrolling, and ``cell`` of its first row lies
     within the viewport's width."""
@@ -95,6 +108,72 @@ def assert_fits(page: Any, cell: str) -> None:
     box = page.locator(cell).first.bounding_box()
     assert box is not None, f"{page.url}: no {cell}"
     assert 0 <= box["x"] and box["x"] + box["width"] <= width, (page.url, cell, box, width)
+
+
+def inside(inner: dict[str, float], outer: dict[str, float]) -> bool:
+    return (outer["x"] - 0.5 <= inner["x"]
+            and inner["x"] + inner["width"] <= outer["x"] + outer["width"] + 0.5)
+
+
+def overlaps(one: dict[str, float], other: dict[str, float]) -> bool:
+    return not (one["x"] + one["width"] <= other["x"] or other["x"] + other["width"] <= one["x"]
+                or one["y"] + one["height"] <= other["y"]
+                or other["y"] + other["height"] <= one["y"])
+
+
+def assert_readable_columns(page: Any, cell: str) -> None:
+    """Every ``cell`` of the list is on screen and none lies under the filter sidebar."""
+    assert_fits(page, cell)
+    sidebar = page.locator("#changelist-filter").bounding_box()
+    for box in (c.bounding_box() for c in page.locator(cell).all()):
+        assert box is not None and box["width"] > 20, (page.url, cell, box)
+        assert sidebar is None or not overlaps(box, sidebar), (page.url, cell, box, sidebar)
+
+
+def assert_overview(page: Any, outer: MemoryEntry, inner: MemoryEntry) -> None:
+    """The timeline opens with the overview strip and the chart, within the window: every
+    segment lies on its lane's track, the summary recall loads spans the one folded into
+    it, the erased and expired entries have their own runs; the runs a summary hides are
+    collapsed, their originals out of sight."""
+    width = page.viewport_size["width"]
+    sideways = page.evaluate(
+        "document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert sideways <= 0, f"{width} px: the timeline scrolls {sideways} px sideways"
+    strip = page.locator("#am-overview")
+    first = page.locator("#content-main > *, #content > .am-card").first
+    assert first.get_attribute("id") == "am-overview", "the page does not open with the strip"
+    strip_box = strip.bounding_box()
+    assert strip_box is not None and strip_box["x"] + strip_box["width"] <= width
+    for lane in strip.locator(".am-lane[data-lane]").all():
+        track = lane.locator(".am-lane-track").bounding_box()
+        for segment in lane.locator(".am-seg").all():
+            box = segment.bounding_box()
+            assert box is not None and box["width"] >= 1 and inside(box, track), (
+                lane.get_attribute("data-lane"), segment.get_attribute("title"), box, track)
+    entries = {kind: strip.locator(f"[data-lane=entries] .am-seg-{kind}")
+               for kind in ("live", "hidden", "expired", "gone")}
+    assert {kind: seg.count() for kind, seg in entries.items()} == {
+        "live": 2, "hidden": 1, "expired": 1, "gone": 1}
+    assert f"recall loads summary #{outer.pk}" in entries["hidden"].get_attribute("title")
+    top = strip.locator("[data-lane=top] .am-seg")
+    nested = strip.locator("[data-lane=nested] .am-seg")
+    assert top.count() == 1 and f"summary #{outer.pk}," in top.get_attribute("title")
+    assert nested.count() == 1 and f"summary #{inner.pk}," in nested.get_attribute("title")
+    top_box, nested_box = top.bounding_box(), nested.bounding_box()
+    assert inside(nested_box, top_box) and nested_box["width"] < top_box["width"]
+    # The hidden run covers exactly the positions of the summary recall loads.
+    assert entries["hidden"].bounding_box()["x"] == pytest.approx(top_box["x"], abs=1)
+    assert page.locator("#am-overview [data-lane=recalls] .am-seg").count() >= 1
+    chart = page.locator("#am-chart")
+    assert chart.bounding_box()["x"] + chart.bounding_box()["width"] <= width
+    assert page.locator("#am-chart-context polyline").count() == 1
+    # Two recall folds and one window fold.
+    assert page.locator("#am-chart-context line.am-fold").count() == 3
+    assert page.locator("#am-chart-spend rect").count() >= 2
+    spans = page.locator("#am-timeline details.am-span")
+    assert spans.count() == 1 and spans.get_attribute("open") is None
+    assert f"recall loads summary #{outer.pk}" in spans.locator("summary").inner_text()
+    assert not page.locator("#am-timeline").get_by_text(ORIGINAL).is_visible()
 
 
 def unavailable(reason: str) -> None:
@@ -180,9 +259,24 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
     curator = get_user_model().objects.create_superuser(USERNAME, password=PASSWORD)
     # Being a superuser is not a grant of expand_summary: the curator was granted it.
     curator.user_permissions.add(*agentmemory_permissions("expand_summary"))
-    thread, inner, outer = folded_conversation()
+    with override_settings(AGENTMEMORY={"RECEIPTS": True}):
+        thread, inner, outer = folded_conversation()
     records_of(thread)
+    # Two more turns, the first one's answer erased and the second one's expired: the
+    # strip shows a run of each between live ones.
+    sixth = services.append(thread, turn_messages(6))
+    seventh = services.append(thread, turn_messages(7))
+    services.erase_entry(sixth[-1])
+    MemoryEntry.objects.filter(pk=seventh[-1].pk).update(
+        expires_at=timezone.now() - timedelta(days=1))
     receipt = RecallReceipt.objects.get(thread__client_key="long")
+    ledger_cells = [
+        [f"{call.prompt_tokens:,} prompt", f"{call.completion_tokens:,} completion",
+         f"{call.estimated_tokens:,} reserved"]
+        if call.prompt_tokens is not None else ["none reported"]
+        for call in SummarizerCall.objects.order_by("-created_at", "-id")
+    ]
+    assert ledger_cells[0] == ["none reported"] and len(ledger_cells) == 4
     receipt_page = reverse("admin:agentmemory_recallreceipt_change", args=[receipt.pk])
     base = live_server.url
     shots = ARTIFACTS
@@ -216,10 +310,21 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
             page.click(f"a[href='{timeline}']")
             page.wait_for_url(f"**{timeline}")
             assert page.locator("#am-timeline").is_visible()
+            assert_overview(page, outer, inner)
             page.screenshot(path=shots / "04-timeline.png", full_page=True)
+            page.set_viewport_size(NARROW)
+            assert_overview(page, outer, inner)
+            page.screenshot(path=shots / "04-timeline-1024.png", full_page=True)
+            page.set_viewport_size(VIEWPORT)
+
+            # A hidden run on the strip leads to its rows, opened.
+            page.click("#am-overview [data-lane=entries] .am-seg-hidden")
+            original = page.locator("#am-timeline").get_by_text(ORIGINAL)
+            original.wait_for(state="visible")
+            assert page.locator("#am-timeline details.am-span").get_attribute("open") is not None
 
             summary_page = reverse("admin:agentmemory_summary_change", args=[outer.pk])
-            page.click(f"#am-timeline a[href='{summary_page}']")
+            page.click(f"#am-entry-{outer.pk} .am-meta a[href='{summary_page}']")
             page.wait_for_url(f"**{summary_page}")
             page.screenshot(path=shots / "05-summary.png", full_page=True)
 
@@ -251,6 +356,18 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
                 page.goto(f"{base}{reverse(f'admin:agentmemory_{model}_changelist')}")
                 page.screenshot(path=shots / f"{number:02}-{model}-list.png", full_page=True)
                 assert_fits(page, LISTS[model])
+
+            page.set_viewport_size(NARROW)
+            for number, model in enumerate(LISTS, start=16):
+                page.goto(f"{base}{reverse(f'admin:agentmemory_{model}_changelist')}")
+                page.screenshot(path=shots / f"{number:02}-{model}-list-1024.png",
+                                full_page=True)
+                assert_readable_columns(page, LISTS[model])
+                for cell in NARROW_COLUMNS.get(model, ()):
+                    assert_readable_columns(page, cell)
+                if model == "summarizercall":  # each figure on its own line, named
+                    cells = page.locator("td.field-tokens").all_inner_texts()
+                    assert [cell.splitlines() for cell in cells] == ledger_cells, cells
         finally:
             browser.close()
 
@@ -259,6 +376,8 @@ def test_a_curator_expands_a_summary_down_to_the_originals(live_server: Any) -> 
         shutil.copyfile(shots / "07-expand-nested.png", DOCS_IMG / "admin-summary-expand.png")
         shutil.copyfile(shots / "04-timeline.png", DOCS_IMG / "admin-thread-timeline.png")
         shutil.copyfile(shots / "10-summary-list.png", DOCS_IMG / "admin-summary-list.png")
+        shutil.copyfile(shots / "21-summarizercall-list-1024.png",
+                        DOCS_IMG / "admin-usage-ledger-1024.png")
 
 
 VIEWER = "viewer"
@@ -295,7 +414,7 @@ def test_a_viewer_finds_no_expand_link_and_an_explained_refusal(live_server: Any
             page.screenshot(path=shots / "01-timeline.png", full_page=True)
 
             summary_page = reverse("admin:agentmemory_summary_change", args=[outer.pk])
-            page.click(f"#am-timeline a[href='{summary_page}']")
+            page.click(f"#am-entry-{outer.pk} .am-meta a[href='{summary_page}']")
             page.wait_for_url(f"**{summary_page}")
             assert page.locator("a[href*='/expand/']").count() == 0
             page.screenshot(path=shots / "02-summary.png", full_page=True)

@@ -56,6 +56,30 @@ def test_an_unknown_key_is_e001_and_names_the_key() -> None:
     assert "LOAD_COUNT" in message.hint
 
 
+@pytest.mark.parametrize(
+    ("key", "meant"),
+    [("SUMARIZER", "SUMMARIZER"), ("preserve_recent", "PRESERVE_RECENT"),
+     ("FOLD_HIGHWATER", "FOLD_HIGH_WATER"), ("RECIEPTS", "RECEIPTS")],
+)
+def test_a_misspelt_key_is_e001_with_the_setting_it_was_meant_to_be(key: str, meant: str) -> None:
+    [message] = agentmemory_messages({key: 1})
+
+    assert message.id == "agentmemory.E001"
+    assert message.msg == (
+        f"AGENTMEMORY[{key!r}] is not a setting of agentmemory. Did you mean {meant!r}?"
+    )
+    assert message.hint.startswith(f"Rename it to {meant!r}")
+    assert "LOAD_COUNT" not in message.hint  # one name, not the list of every setting
+
+
+def test_an_unknown_key_near_no_setting_lists_them_all() -> None:
+    [message] = agentmemory_messages({"COLOUR_SCHEME": "dark"})
+
+    assert message.id == "agentmemory.E001"
+    assert "Did you mean" not in message.msg
+    assert "SUMMARIZER" in message.hint and "LOAD_COUNT" in message.hint
+
+
 def test_settings_that_are_not_a_dict_are_e001() -> None:
     assert ids(["LOAD_COUNT", 10]) == ["agentmemory.E001"]
 

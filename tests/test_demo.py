@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+import tomllib
 from io import StringIO
 from pathlib import Path
 from typing import Any
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.conf import settings as django_settings
@@ -14,11 +18,12 @@ from django.core.management import call_command, get_commands
 from django.db import connection
 from django.test import Client, override_settings
 from django.test.utils import CaptureQueriesContext
-from django.urls import reverse
+from django.urls import resolve, reverse
 
 import agentmemory
 from agentmemory import services
 from agentmemory.models import EntryKind, FoldedSpan, MemoryEntry, SummarizerCall, Thread
+from example_project.demo.address import split_addr
 from example_project.demo.conversation import DEMO_CLIENT_KEY, WINDOW_CLIENT_KEY
 
 pytestmark = pytest.mark.django_db
@@ -27,7 +32,8 @@ SUMMARY_LINE = re.compile(
     r"^\s+#(?P<id>\d+) (?P<key>msg-summary-\d+-\d+) \(.*entries: (?P<ids>.+)$"
 )
 ID_OR_RANGE = re.compile(r"#(\d+)(?:-#(\d+))?")
-EXAMPLE_TEMPLATES = Path(__file__).resolve().parent.parent / "example_project" / "templates"
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE_TEMPLATES = ROOT / "example_project" / "templates"
 
 
 @pytest.fixture(autouse=True)
@@ -104,6 +110,7 @@ def test_demo_is_idempotent_and_leaves_one_thread() -> None:
     run_demo("--turns", "12", "--quiet")
     first = demo_thread()
     count = MemoryEntry.objects.filter(thread=first, kind=EntryKind.MESSAGE).count()
+    first_entries = set(MemoryEntry.objects.filter(thread=first).values_list("pk", flat=True))
     admin = get_user_model().objects.get(username="admin")
     admin.set_password("changed")
     admin.save()
@@ -112,8 +119,9 @@ def test_demo_is_idempotent_and_leaves_one_thread() -> None:
 
     assert Thread.objects.filter(client_key=DEMO_CLIENT_KEY).count() == 1
     second = demo_thread()
-    assert second.pk != first.pk
+    assert second.pk == first.pk  # the same row, emptied and rebuilt
     assert MemoryEntry.objects.filter(thread=second, kind=EntryKind.MESSAGE).count() == count
+    assert not MemoryEntry.objects.filter(pk__in=first_entries).exists()
     assert get_user_model().objects.filter(username="admin").count() == 1
     assert get_user_model().objects.get(username="admin").check_password("changed")
     assert "left unchanged" in output
@@ -133,6 +141,109 @@ def test_demo_writes_the_same_conversation_every_time() -> None:
     run_demo("--turns", "8", "--quiet")
     assert conversation() == first
     assert any(role == "tool" for role, _, _ in first)
+
+
+LINK = re.compile(r"^  (?P<name>[a-z]+):\s+(?P<url>http://\S+)$")
+
+
+def printed_links(output: str) -> dict[str, str]:
+    """The "Where to look" section's links, by name."""
+    where = output[output.index("Where to look"):]
+    return {m["name"]: m["url"] for m in map(LINK.match, where.splitlines()) if m}
+
+
+def linked_threads(path: str) -> set[int]:
+    """The thread ids a printed admin or API path names: in the URL or in its filter."""
+    match = resolve(urlsplit(path).path)
+    ids = {int(match.kwargs["thread_id"])} if "thread_id" in match.kwargs else set()
+    if match.url_name == "agentmemory_thread_timeline":
+        ids.add(int(match.kwargs["object_id"]))
+    query = parse_qs(urlsplit(path).query)
+    return ids | {int(value) for value in query.get("thread__id__exact", [])}
+
+
+def test_the_printed_links_open_the_same_threads_after_a_rerun() -> None:
+    first = printed_links(run_demo("--turns", "12"))
+    threads = (demo_thread().pk, Thread.objects.get(client_key=WINDOW_CLIENT_KEY).pk)
+
+    second = printed_links(run_demo("--turns", "12"))
+
+    assert second == first
+    assert set(first) == {
+        "admin", "timeline", "summaries", "entries", "receipts", "ledger", "spans", "api",
+    }
+    demo, window = demo_thread(), Thread.objects.get(client_key=WINDOW_CLIENT_KEY)
+    assert (demo.pk, window.pk) == threads
+    client = Client()
+    client.force_login(get_user_model().objects.get(username="admin"))
+    for name, url in second.items():
+        assert url.startswith("http://127.0.0.1:8000/"), url
+        path = url.removeprefix("http://127.0.0.1:8000")
+        assert client.get(path).status_code == 200, url
+        expected = {"admin": set(), "spans": {window.pk}}.get(name, {demo.pk})
+        assert linked_threads(path) == expected, url
+    # The summaries the rebuilt thread's links list are the new run's, and there are some.
+    summaries = client.get(second["summaries"].removeprefix("http://127.0.0.1:8000"))
+    assert MemoryEntry.objects.filter(thread=demo, kind=EntryKind.SUMMARY).exists()
+    for summary in MemoryEntry.objects.filter(thread=demo, kind=EntryKind.SUMMARY):
+        assert summary.summary_key in summaries.content.decode()
+
+
+@pytest.mark.parametrize(
+    ("addr", "site"),
+    [("127.0.0.1:8000", "http://127.0.0.1:8000"), ("localhost:8123", "http://localhost:8123"),
+     ("8080", "http://127.0.0.1:8080"), ("0.0.0.0:9000", "http://127.0.0.1:9000"),
+     ("[::1]:8001", "http://[::1]:8001")],
+)
+def test_the_links_name_the_address_the_demo_serves_on(settings: Any, addr: str,
+                                                        site: str) -> None:
+    settings.DEMO_ADDR = addr
+    links = printed_links(run_demo("--turns", "4", "--quiet"))
+    assert links["admin"] == f"{site}/admin/"
+    assert all(url.startswith(f"{site}/") for url in links.values())
+
+
+def test_one_address_for_runserver_the_links_and_the_allowed_hosts() -> None:
+    """`make demo ADDR=...` hands runserver its ADDR and the settings DEMO_ADDR."""
+    makefile = (ROOT / "Makefile").read_text()
+    assert "demo: export DEMO_ADDR := $(ADDR)" in makefile
+    assert "$(PY) manage.py runserver $(ADDR)\n" in makefile
+    probe = (
+        "from django.conf import settings; import django; django.setup(); "
+        "print(settings.DEMO_ADDR, ' '.join(settings.ALLOWED_HOSTS))"
+    )
+    for env, expected in [({}, "127.0.0.1:8000 127.0.0.1 localhost"),
+                          ({"DEMO_ADDR": "demo.test:8080"},
+                           "demo.test:8080 127.0.0.1 demo.test localhost")]:
+        result = subprocess.run(
+            [sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True,
+            timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT),
+                              "DJANGO_SETTINGS_MODULE": "example_project.settings", **env},
+        )
+        assert result.returncode == 0, result.stderr
+        assert result.stdout.strip() == expected
+
+
+def test_a_bad_address_says_what_to_give() -> None:
+    with pytest.raises(ValueError, match=r"DEMO_ADDR .* is 'http://x:80': give a port"):
+        split_addr("http://x:80")
+
+
+def test_the_demo_extra_is_light_and_the_dev_extra_holds_it() -> None:
+    """`make demo` installs [demo], `make test` [dev]; [dev] stamps [demo] as installed."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
+    [demo] = extras["demo"]
+    wanted = set(demo.removeprefix("django-agentmemory[").removesuffix("]").split(","))
+    [everything] = extras["all"]
+    assert wanted <= set(everything.removeprefix("django-agentmemory[").removesuffix("]")
+                         .split(","))
+    assert "django-agentmemory[all]" in extras["dev"]
+    assert not wanted & {"agents", "langchain", "dev"}
+    makefile = (ROOT / "Makefile").read_text()
+    assert "demo: $(DEMO_STAMP)" in makefile and "install --quiet -e '.[demo]'" in makefile
+    assert "touch $(STAMP) $(DEMO_STAMP)" in makefile
 
 
 @pytest.fixture

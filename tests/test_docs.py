@@ -157,3 +157,22 @@ def test_every_check_id_is_documented() -> None:
     text = (DOCS / "settings.md").read_text(encoding="utf-8")
     missing = sorted(i for i in ids if f"agentmemory.{i}" not in text)
     assert not missing, f"docs/settings.md does not mention {missing}"
+
+
+def test_the_makefile_states_the_benchmark_time_the_page_measured() -> None:
+    """`make bench`'s comment says how long it takes; docs/benchmarks.md measured it."""
+    page = (DOCS / "benchmarks.md").read_text(encoding="utf-8")
+    measured = re.search(r"The last run measured for \*\*([\d.]+) minutes\*\*", page)
+    stated = re.search(r"## The benchmark suite .*?, in about (\d+) minutes on",
+                       (ROOT / "Makefile").read_text(encoding="utf-8"), re.S)
+    assert measured and stated
+    # "about": the measured time rounded to five minutes.
+    assert int(stated[1]) == 5 * round(float(measured[1]) / 5), (stated[0], measured[0])
+
+
+def test_the_home_page_and_readme_say_make_test_runs_ruff_mypy_and_both_suites() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert "Runs `ruff` and `mypy`, then the whole test suite twice" in readme
+    [line] = [line for line in (DOCS / "index.md").read_text(encoding="utf-8").splitlines()
+              if line.startswith("make test")]
+    assert all(word in line for word in ("ruff", "mypy", "SQLite", "PostgreSQL")), line

@@ -28,14 +28,22 @@ from agentmemory.models import (
 )
 from agentmemory.summarizers import testing
 from agentmemory.transcript import CONTINUATION, SUMMARY_LABEL_PREFIX
-from agentmemory.trust.facts import check_facts, extract_facts, missing_facts_note
+from agentmemory.trust.facts import (
+    LOST_FACTS_FLAG,
+    check_facts,
+    extract_facts,
+    missing_facts_note,
+)
 from agentmemory.window.compact import compact
 from agentmemory.window.frame import WINDOW_FRAME_PREFIX
+from bench import fact_gate as fact_gate_bench
+from bench.conversation import conversation
 from tests.helpers import (
     AMOUNT,
     DROPS_AMOUNT,
     KEEPS_FACTS,
     ORDER,
+    PLAIN,
     capture,
     make_thread,
     recording_settings,
@@ -310,7 +318,7 @@ def test_with_action_append_the_missing_facts_are_listed_after_the_model_text(
 
 @pytest.mark.django_db
 def test_without_a_threshold_nothing_is_measured_or_gated(settings: Any) -> None:
-    settings.AGENTMEMORY = recording_settings(DROPS_AMOUNT)  # FACT_GATE defaults: THRESHOLD None
+    settings.AGENTMEMORY = recording_settings(DROPS_AMOUNT, FACT_GATE={"THRESHOLD": None})
 
     result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
 
@@ -332,12 +340,165 @@ def test_a_threshold_below_the_score_lets_the_summary_through(settings: Any) -> 
     assert result.decline is None and result.folded_summary_id is not None
 
 
+# ------------------------------------------------------------------ the default: flag
+
+
+def order_numbers(count: int) -> list[str]:
+    return [f"ORD-{48213 + 7 * n}" for n in range(count)]
+
+
+ORDERS_SPAN = [
+    f"Where is my order {order}? It was due last week and the tracking page has not "
+    "changed since the day it shipped."
+    for order in order_numbers(6)
+]
+
+
+@pytest.mark.django_db
+def test_a_new_project_flags_a_summary_that_drops_every_order_number(settings: Any) -> None:
+    """Issue 27's case: a settings dict that names only the summarizer, and a summary
+    that keeps none of the span's order numbers. It is stored as written and recalled,
+    and flagged for review with what it dropped."""
+    settings.AGENTMEMORY = recording_settings(PLAIN)
+    assert set(settings.AGENTMEMORY) == {"SUMMARIZER"}
+    thread = make_thread()
+    entries = services.append(
+        thread, [{"role": "user", "content": c} for c in ORDERS_SPAN + KEPT]
+    )
+
+    result = services.recall(thread, BIG, **SMALL_FOLD)
+
+    assert result.decline is None and result.folded_summary_id is not None
+    (summary,) = summaries(thread)
+    label, model_text = summary.content.split("\n")  # no note: the text is the model's
+    assert label.startswith(SUMMARY_LABEL_PREFIX) and model_text == CONTINUATION + PLAIN
+    assert summary.coverage.fact_score == 0.0
+    assert summary.coverage.missing_facts == order_numbers(6)
+    assert summary.coverage.injection_flags == [LOST_FACTS_FLAG] == ["lost-facts"]
+    assert list(MemoryEntry.objects.needs_review()) == [summary]
+    assert summary.held_at is None
+    assert [m.id for m in result.messages] == [summary.pk, entries[6].pk, entries[7].pk]
+    (call,) = SummarizerCall.objects.filter(thread=thread)
+    assert call.outcome == CallOutcome.FOLDED and len(testing.calls) == 1
+
+
+@pytest.mark.django_db
+def test_the_default_threshold_flags_below_half_of_the_facts_not_at_half(settings: Any) -> None:
+    settings.AGENTMEMORY = recording_settings(DROPS_AMOUNT)
+
+    result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
+
+    summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
+    assert summary.coverage.fact_score == 0.5
+    assert summary.coverage.missing_facts == [AMOUNT]  # measured, and shown in the admin
+    assert summary.coverage.injection_flags == []
+    assert not MemoryEntry.objects.needs_review().exists()
+
+
+@pytest.mark.django_db
+def test_with_hold_flagged_a_lossy_summary_waits_for_review(settings: Any) -> None:
+    settings.AGENTMEMORY = recording_settings(PLAIN, HOLD_FLAGGED=True)
+    thread, entries = refund_thread()
+
+    result = services.recall(thread, BIG, **SMALL_FOLD)
+
+    (summary,) = summaries(thread)
+    assert summary.held_at is not None
+    assert summary.coverage.injection_flags == [LOST_FACTS_FLAG]
+    assert [m.id for m in result.messages] == [e.pk for e in entries]  # verbatim
+    assert AMOUNT in result.text and ORDER in result.text
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(
+    ("gate", "reply", "flags", "note"),
+    [
+        ({"THRESHOLD": 0.9}, DROPS_AMOUNT, [LOST_FACTS_FLAG], False),  # ACTION: flag
+        ({"ACTION": "append"}, PLAIN, [], True),  # THRESHOLD: 0.5
+        ({"ACTION": "append"}, DROPS_AMOUNT, [], False),
+    ],
+)
+def test_a_key_left_out_of_the_gate_takes_its_default(
+    settings: Any, gate: dict[str, Any], reply: str, flags: list[str], note: bool
+) -> None:
+    settings.AGENTMEMORY = recording_settings(reply, FACT_GATE=gate)
+
+    result = services.recall(refund_thread()[0], BIG, **SMALL_FOLD)
+
+    summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
+    assert summary.coverage.injection_flags == flags
+    assert summary.content.endswith(missing_facts_note(summary.coverage.missing_facts)) is note
+
+
+@pytest.mark.django_db
+def test_window_compaction_flags_a_lossy_span_by_default(settings: Any) -> None:
+    settings.AGENTMEMORY = window_settings(PLAIN)
+
+    result = compact(make_thread(), refund_window())
+
+    assert result.span is not None and result.refusal is None
+    assert result.span.content.split("\n")[1:] == [CONTINUATION + PLAIN]
+    assert result.span.fact_score == 0.0
+    assert result.span.injection_flags == [LOST_FACTS_FLAG]
+
+
+@pytest.mark.django_db
+def test_the_default_gate_costs_no_call_and_no_token(settings: Any) -> None:
+    """Flagging changes nothing a model reads: the same conversation folded with the
+    gate off and with the default sends the summarizer the same prompts, stores the same
+    summaries and recalls the same contexts; only the flags differ. (Its time per fold
+    is measured by bench/fact_gate.py.)"""
+
+    def folded(gate: dict[str, Any] | None) -> tuple[Any, ...]:
+        settings.AGENTMEMORY = recording_settings(
+            PLAIN, **({} if gate is None else {"FACT_GATE": gate})
+        )
+        before = len(testing.calls)
+        thread = make_thread()
+        contexts = []
+        for turn in conversation(turns=30):
+            services.append(thread, turn.user)
+            contexts.append(services.recall(thread, 1_500).text)
+            services.append(thread, turn.replies)
+        rows = list(
+            MemoryEntry.objects.filter(thread=thread).summaries().order_by("position")
+            .values_list("content", "token_count", "coverage__injection_flags")
+        )
+        calls = list(SummarizerCall.objects.filter(thread=thread).order_by("pk")
+                     .values_list("outcome", "prompt_tokens", "completion_tokens"))
+        return testing.calls[before:], rows, calls, contexts
+
+    off = folded({"THRESHOLD": None})
+    default = folded(None)
+
+    prompts, rows, calls, contexts = default
+    assert len(calls) >= 3 and len(rows) >= 1
+    assert prompts == off[0] and calls == off[2] and contexts == off[3]
+    assert [row[:2] for row in rows] == [row[:2] for row in off[1]]
+    assert {tuple(row[2]) for row in rows} == {(LOST_FACTS_FLAG,)}
+    assert {tuple(row[2]) for row in off[1]} == {()}
+
+
+@pytest.mark.django_db
+def test_the_gate_benchmark_measures_what_the_docs_quote() -> None:
+    """bench/fact_gate.py, whose figures docs/settings.md and docs/concepts.md state."""
+    off = fact_gate_bench.run("parcel-support", 40, "no specifics", "off")
+    default = fact_gate_bench.run("parcel-support", 40, "no specifics", "default")
+    assert off["calls"] == default["calls"] >= 1
+    assert (off["summary_tokens"], off["context"]) == (
+        default["summary_tokens"], default["context"]
+    )
+    assert (off["flagged"], default["flagged"]) == (0, default["summaries"])
+    assert off["gate_ms"] == [] and len(default["gate_ms"]) == default["calls"]
+
+
 @pytest.mark.parametrize(
     "gate",
     [
         {"THRESHOLD": 1.5},
         {"THRESHOLD": "high"},
         {"THRESHOLD": 0.9, "ACTION": "drop"},
+        {"ACTION": "hold"},
         {"THRESHOLD": 0.9, "WHEN": "always"},
         "0.9",
     ],
@@ -412,7 +573,7 @@ def test_window_compaction_with_action_append_lists_the_missing_amount(settings:
 
 @pytest.mark.django_db
 def test_window_compaction_without_a_threshold_measures_nothing(settings: Any) -> None:
-    settings.AGENTMEMORY = window_settings(DROPS_AMOUNT)
+    settings.AGENTMEMORY = window_settings(DROPS_AMOUNT, FACT_GATE={"THRESHOLD": None})
     result = compact(make_thread(), refund_window())
     assert result.span is not None
     assert result.span.content.split("\n")[1:] == [CONTINUATION + DROPS_AMOUNT]

@@ -19,6 +19,7 @@ from agentmemory import services, signals
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread
 from agentmemory.summarizers import testing
 from agentmemory.transcript import CONTINUATION, TRANSCRIPT_CLOSE, summary_label
+from agentmemory.trust.facts import LOST_FACTS_FLAG
 from agentmemory.trust.quarantine import (
     INVISIBLE_RANGES,
     has_invisible,
@@ -263,7 +264,9 @@ def test_a_flagged_span_never_sends_tag_characters_to_the_summarizer(
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
     assert [e.pk for e in services.expand(summary)] == [e.pk for e in entries[5:20]]
     coverage = summary.coverage
-    assert coverage.injection_flags == ["ignore-instructions", "invisible-characters"]
+    # The quarantine's two flags, and the default fact gate's: the reply keeps no order number.
+    assert coverage.injection_flags == ["ignore-instructions", "invisible-characters",
+                                        LOST_FACTS_FLAG]
     (request,) = openai_server.chat_requests
     sent = strings_in(request.body)
     assert not [s for s in sent if has_tag_characters(s)]
@@ -296,7 +299,7 @@ def test_invisible_characters_in_the_model_output_are_stripped_and_flagged(
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
     assert summary.content.endswith(f"\n{CONTINUATION}The user chased a late parcel.")
     assert not has_tag_characters(summary.content) and not has_tag_characters(result.text)
-    assert summary.coverage.injection_flags == ["output:invisible-characters"]
+    assert summary.coverage.injection_flags == [LOST_FACTS_FLAG, "output:invisible-characters"]
 
 
 @pytest.mark.django_db
@@ -308,7 +311,7 @@ def test_a_model_that_answers_with_an_instruction_is_flagged_as_output(settings:
     result = services.recall(thread, BIG)
 
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
-    assert summary.coverage.injection_flags == ["output:forged-turn",
+    assert summary.coverage.injection_flags == [LOST_FACTS_FLAG, "output:forged-turn",
                                                 "output:ignore-instructions",
                                                 "output:role-override"]
     # Still data behind the authored label; without HOLD_FLAGGED it is recalled.
@@ -319,9 +322,16 @@ def test_a_model_that_answers_with_an_instruction_is_flagged_as_output(settings:
     assert result.summaries_used == [summary.pk]
 
 
+#: A plain summary of entries 6-20 of `add_user_messages` that keeps their order
+#: numbers, so that neither the quarantine nor the default fact gate flags it.
+PLAIN_WITH_ORDERS = (
+    f"The customer chased late parcels for orders {', '.join(map(str, range(6, 21)))}."
+)
+
+
 @pytest.mark.django_db
 def test_a_plain_span_with_a_plain_summary_carries_no_flags(settings: Any) -> None:
-    settings.AGENTMEMORY = recording_settings(PLAIN)
+    settings.AGENTMEMORY = recording_settings(PLAIN_WITH_ORDERS)
     thread = make_thread()
     add_user_messages(thread, 25)
     summary = MemoryEntry.objects.get(pk=services.recall(thread, BIG).folded_summary_id)
@@ -374,7 +384,7 @@ def test_with_hold_flagged_a_flagged_summary_is_held_and_recall_stays_verbatim(
     second = services.recall(thread, BIG)
 
     summary = held_summary(thread)
-    assert summary.coverage.injection_flags == ["output:forged-turn",
+    assert summary.coverage.injection_flags == [LOST_FACTS_FLAG, "output:forged-turn",
                                                 "output:ignore-instructions",
                                                 "output:role-override"]
     assert summary.retired_at is None
@@ -447,12 +457,12 @@ def test_approving_a_held_summary_whose_span_was_folded_meanwhile_retires_it(
 
 @pytest.mark.django_db
 def test_a_plain_summary_is_not_held(settings: Any) -> None:
-    settings.AGENTMEMORY = recording_settings(PLAIN, HOLD_FLAGGED=True)
+    settings.AGENTMEMORY = recording_settings(PLAIN_WITH_ORDERS, HOLD_FLAGGED=True)
     thread = make_thread()
     add_user_messages(thread, 25)
     result = services.recall(thread, BIG)
     assert result.folded_summary_id is not None and result.decline is None
-    assert PLAIN in result.text
+    assert PLAIN_WITH_ORDERS in result.text
 
 
 @pytest.mark.django_db
@@ -481,5 +491,6 @@ def test_instructions_hidden_in_tool_calls_and_tool_names_are_flagged(settings: 
 
     summary = MemoryEntry.objects.get(pk=services.recall(thread, BIG).folded_summary_id)
 
-    assert summary.coverage.injection_flags == ["ignore-instructions", "invisible-characters"]
+    assert summary.coverage.injection_flags == ["ignore-instructions", "invisible-characters",
+                                                LOST_FACTS_FLAG]
     assert not has_tag_characters(str(testing.calls[0]))

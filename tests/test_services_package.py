@@ -21,6 +21,7 @@ from tests.helpers import add_turns
 
 MODULES = (
     "threads", "appends", "recalls", "background", "summaries", "integrity", "retention", "search",
+    "pictures",
 )
 
 

@@ -12,10 +12,10 @@ site, as ``admin.autodiscover()`` expects.
 """
 
 from agentmemory.admin.entries import MemoryEntryAdmin
+from agentmemory.admin.receipts import RecallReceiptAdmin
 from agentmemory.admin.records import (
     FoldLatchAdmin,
     OwnerQuotaAdmin,
-    RecallReceiptAdmin,
     SummarizerCallAdmin,
     SummarizerCircuitAdmin,
 )

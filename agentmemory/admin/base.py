@@ -14,10 +14,10 @@ from django.db.models.constants import LOOKUP_SEP
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import URLPattern, path, reverse
-from django.utils.html import format_html
+from django.utils.html import format_html, format_html_join
 from django.utils.text import Truncator
 
-from agentmemory.models import MemoryEntry, Summary, Thread
+from agentmemory.models import FoldedSpan, MemoryEntry, RecallReceipt, Summary, Thread
 from agentmemory.permissions import EXPAND_PERMISSION, holds_expand
 
 #: Hex digits of a hash shown in a cell; the whole hash is in the cell's title.
@@ -28,7 +28,8 @@ THREAD_CHARS = 24
 
 def links(request: HttpRequest, site: admin.AdminSite) -> dict[str, bool]:
     """Which of the app's pages this user may open: a custom page links no refusal."""
-    models = {"threads": Thread, "entries": MemoryEntry, "summaries": Summary}
+    models = {"threads": Thread, "entries": MemoryEntry, "summaries": Summary,
+              "spans": FoldedSpan, "receipts": RecallReceipt}
     return {
         name: site.get_model_admin(model).has_view_permission(request)
         for name, model in models.items()
@@ -42,6 +43,12 @@ def short_hash(value: str) -> str:
     if len(value) <= HASH_DIGITS:
         return format_html("<code>{}</code>", value)
     return format_html('<code title="{}">{}…</code>', value, value[:HASH_DIGITS])
+
+
+def figures(*lines: str) -> str:
+    """Figures of one list cell, each on its own line and named ("384 prompt"), so a
+    narrow column reads them apart."""
+    return format_html_join("", '<span class="am-figure">{}</span>', ((line,) for line in lines))
 
 
 def hash_display(field: str, description: str) -> Callable[[Any, Any], str]:

@@ -3,6 +3,7 @@ than spelling them again."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any, cast
 
 from django.contrib import admin
@@ -10,7 +11,22 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 from django.utils import timezone
 
+from agentmemory.folding.reasons import label
 from agentmemory.querysets import ExpiringQuerySet, MemoryEntryQuerySet
+
+
+class ReasonFilter(admin.AllValuesFieldListFilter):
+    """A column of reason codes (`agentmemory.folding.reasons`): each value there is, by
+    its label in words."""
+
+    def choices(self, changelist: Any) -> Iterator[Any]:
+        first = True
+        for choice in super().choices(changelist):
+            if not first:  # "All" stays; a value is shown as "code" or "code (count)"
+                code, paren, count = str(choice["display"]).partition(" (")
+                choice["display"] = (label(code) if code else "none") + paren + count
+            first = False
+            yield choice
 
 
 class ExpiredFilter(admin.SimpleListFilter):

@@ -1,47 +1,47 @@
-"""The records: fold latches, the usage ledger, summarizer circuits, recall receipts,
-and owner quotas."""
+"""The records: fold latches, the usage ledger, summarizer circuits and owner quotas
+(recall receipts have their own module)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
 from django.contrib.auth import get_user_model
-from django.db.models import QuerySet, Value
-from django.http import HttpRequest
-from django.urls import reverse
-from django.utils.html import format_html, format_html_join
+from django.utils.html import format_html
 from django.utils.text import Truncator
 
-from agentmemory.admin.base import ReadOnlyAdmin, hash_display, links, thread_column
-from agentmemory.admin.filters import ExpiredFilter
-from agentmemory.admin.text import expandable, may_read
+from agentmemory.admin.base import ReadOnlyAdmin, figures, hash_display, thread_column
+from agentmemory.admin.filters import ReasonFilter
+from agentmemory.folding.reasons import in_words, label
 from agentmemory.models import (
-    EntryKind,
     FoldLatch,
     OwnerQuota,
-    RecallReceipt,
     SummarizerCall,
     SummarizerCircuit,
 )
 from agentmemory.trust.ledger import tokens_used_today
-from agentmemory.trust.replay import replay
 
 
 @admin.register(FoldLatch)
 class FoldLatchAdmin(ReadOnlyAdmin):
     list_display = (
-        "id", thread_column, "purpose", "reason", "entry_count", "span_tokens", "model",
+        "id", thread_column, "purpose", "reason_label", "entry_count", "span_tokens", "model",
         "created_at",
     )
-    list_filter = ("purpose", "reason", "model")
+    list_filter = ("purpose", ("reason", ReasonFilter), "model")
     search_fields = ("span_key", "start_key", "model", "thread__client_key")
     list_select_related = ("thread",)
-    fields = ("thread", "purpose", "reason", "entry_count", "span_tokens", "model",
+    fields = ("thread", "purpose", "reason_in_words", "entry_count", "span_tokens", "model",
               "span_key_shown", "start_key_shown", "created_at")
     readonly_fields = fields
     span_key_shown = hash_display("span_key", "span key")
     start_key_shown = hash_display("start_key", "start key")
+
+    @admin.display(description="reason", ordering="reason")
+    def reason_label(self, obj: FoldLatch) -> str:
+        return format_html('<span title="{}">{}</span>', in_words(obj.reason), label(obj.reason))
+
+    @admin.display(description="reason")
+    def reason_in_words(self, obj: FoldLatch) -> str:
+        return in_words(obj.reason)
 
 
 @admin.register(SummarizerCircuit)
@@ -86,14 +86,21 @@ class SummarizerCallAdmin(ReadOnlyAdmin):
     def took(self, obj: SummarizerCall) -> str:
         return f"{obj.duration_ms} ms"
 
-    @admin.display(description="tokens: reserved, prompt + completion (cached)")
+    @admin.display(description="tokens")
     def tokens(self, obj: SummarizerCall) -> str:
-        reserved = "-" if obj.estimated_tokens is None else obj.estimated_tokens
-        used = (f"{obj.prompt_tokens} + {obj.completion_tokens or 0}"
-                if obj.prompt_tokens is not None else "-")
+        """One figure a line, each named: what the call used, then what was reserved."""
+        lines = []
+        if obj.prompt_tokens is not None:
+            lines.append(f"{obj.prompt_tokens:,} prompt")
+            lines.append(f"{obj.completion_tokens or 0:,} completion")
+        else:
+            lines.append("none reported")
         # Shown only when the provider said: no figure is not "none were cached".
-        cached = f" ({obj.cached_tokens} cached)" if obj.cached_tokens is not None else ""
-        return f"{reserved}; {used}{cached}"
+        if obj.cached_tokens is not None:
+            lines.append(f"{obj.cached_tokens:,} cached")
+        if obj.estimated_tokens is not None:
+            lines.append(f"{obj.estimated_tokens:,} reserved")
+        return figures(*lines)
 
     @admin.display(description="error", ordering="error_class")
     def error(self, obj: SummarizerCall) -> str:
@@ -104,70 +111,6 @@ class SummarizerCallAdmin(ReadOnlyAdmin):
             '<span title="{}: {}">{}: {}</span>', obj.error_class, obj.error_message,
             obj.error_class.rpartition(".")[2], Truncator(obj.error_message).chars(40),
         )
-
-
-@admin.register(RecallReceipt)
-class RecallReceiptAdmin(ReadOnlyAdmin):
-    # Its stylesheet wraps the context as sent, which has lines of any length.
-    change_form_template = "agentmemory/admin/receipt_change_form.html"
-    list_display = ("id", thread_column, "turn", "budget_tokens", "tokens", "decline",
-                    "budget_decline", "created_at")
-    list_filter = ("decline", "budget_decline", ExpiredFilter)
-    search_fields = ("thread__client_key", "thread__title")
-    list_select_related = ("thread",)
-    raw_id_fields = ("thread",)
-    date_hierarchy = "created_at"
-    fields = ("thread", "turn", "budget_tokens", "tokens", "decline", "budget_decline",
-              "config", "created_at", "expires_at", "context_as_sent")
-    readonly_fields = fields
-
-    def get_queryset(self, request: HttpRequest) -> QuerySet[RecallReceipt]:
-        # Which pages the items may link ride on the row, like the permission itself.
-        pages = links(request, self.admin_site)
-        return super().get_queryset(request).annotate(
-            expandable=expandable(request),
-            link_entries=Value(pages["entries"]),
-            link_summaries=Value(pages["summaries"]),
-        )
-
-    @admin.display(description="the context exactly as sent")
-    def context_as_sent(self, obj: RecallReceipt) -> str:
-        """Each item links to its entry, or to its summary's expand view (its page without
-        the permission); the text only to those who may expand (it can hold originals
-        that a summary now hides). No link to a page this user may not open."""
-        items = obj.items.select_related("entry").order_by("order")
-        summary_view = "expand" if may_read(obj) else "change"
-
-        def item_link(item: Any) -> str:
-            if item.kind == EntryKind.SUMMARY and getattr(obj, "link_summaries", False):
-                url = reverse(f"admin:agentmemory_summary_{summary_view}", args=[item.entry_id])
-            elif item.kind != EntryKind.SUMMARY and getattr(obj, "link_entries", False):
-                url = reverse("admin:agentmemory_memoryentry_change", args=[item.entry_id])
-            else:
-                return format_html("#{}", item.entry_id)
-            return format_html('<a href="{}">#{}</a>', url, item.entry_id)
-
-        rows = format_html_join(
-            "",
-            "<li>{} {} · {} tokens</li>",
-            (
-                (
-                    item_link(item),
-                    item.entry.summary_key if item.kind == EntryKind.SUMMARY else item.entry.role,
-                    item.tokens,
-                )
-                for item in items
-            ),
-        )
-        if not may_read(obj):
-            return format_html(
-                '<ol class="am-receipt">{}</ol><p class="am-withheld">The text is withheld: it '
-                "can hold originals that a summary now hides, and reading them needs "
-                "permission.</p>",
-                rows,
-            )
-        return format_html('<ol class="am-receipt">{}</ol><pre class="am-receipt-text">{}</pre>',
-                           rows, replay(obj).text)
 
 
 @admin.register(OwnerQuota)

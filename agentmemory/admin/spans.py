@@ -11,6 +11,7 @@ from agentmemory.admin.base import (
     OriginalsLookupGuard,
     PagesAdmin,
     ReadOnlyAdmin,
+    figures,
     hash_display,
     thread_column,
 )
@@ -68,11 +69,12 @@ class FoldedSpanAdmin(ReadOnlyAdmin, OriginalsLookupGuard, PagesAdmin):
     def missing_facts_shown(self, obj: FoldedSpan) -> str:
         return shown_missing_facts(obj)
 
-    @admin.display(description="tokens: prompt + completion")
+    @admin.display(description="tokens")
     def call_tokens(self, obj: FoldedSpan) -> str:
         if obj.prompt_tokens is None:
             return "-"
-        return f"{obj.prompt_tokens} + {obj.completion_tokens or 0}"
+        return figures(f"{obj.prompt_tokens:,} prompt",
+                       f"{obj.completion_tokens or 0:,} completion")
 
     @admin.display(description="originals")
     def expand_link(self, obj: FoldedSpan) -> str:

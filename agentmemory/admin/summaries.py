@@ -14,6 +14,7 @@ from agentmemory.admin.base import (
     ReadOnly,
     ReadOnlyAdmin,
     covered_by_link,
+    figures,
     hash_display,
     thread_column,
 )
@@ -77,7 +78,7 @@ class SummaryCoverageInline(ReadOnly, admin.StackedInline):
 class SummaryAdmin(SummaryActions, ReadOnlyAdmin, CoveredTextAdmin, PagesAdmin):
     pages = {"expand": "Expanding"}
     list_display = (
-        "id", "summary_key", "expand_link", thread_column, "turns", "entry_count", "tokens",
+        "id", "summary_key", "expand_link", thread_column, "covers", "tokens",
         "summarizer_model", "status", "fact_score", covered_by_link,
     )
     list_filter = (StatusFilter, "coverage__model", "tier", ExpiredFilter, CoveredFilter)
@@ -103,13 +104,11 @@ class SummaryAdmin(SummaryActions, ReadOnlyAdmin, CoveredTextAdmin, PagesAdmin):
         score = obj.coverage.fact_score
         return "-" if score is None else f"{score:.0%}"
 
-    @admin.display(description="turns")
-    def turns(self, obj: Summary) -> str:
-        return f"{obj.coverage.from_turn}-{obj.coverage.to_turn}"
-
-    @admin.display(description="entries")
-    def entry_count(self, obj: Summary) -> int:
-        return obj.coverage.entry_count
+    @admin.display(description="covers", ordering="coverage__from_turn")
+    def covers(self, obj: Summary) -> str:
+        coverage = obj.coverage
+        entries = f"{coverage.entry_count} entr{'y' if coverage.entry_count == 1 else 'ies'}"
+        return figures(f"turns {coverage.from_turn}-{coverage.to_turn}", entries)
 
     @admin.display(description="tokens: span → summary")
     def tokens(self, obj: Summary) -> str:

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 
 from agentmemory import services
 from agentmemory.admin.base import PagesAdmin
+from agentmemory.folding.reasons import in_words
 from agentmemory.models import EntryKind, MemoryEntry, Summary
 from agentmemory.permissions import holds_expand
 from agentmemory.querysets import MemoryEntryQuerySet
@@ -73,7 +74,7 @@ class SummaryActions(PagesAdmin):
                 request,
                 f"{summary.summary_key}: "
                 + (f"version {outcome.summary.coverage.version} written."
-                   if outcome.summary else f"declined ({outcome.decline})."),
+                   if outcome.summary else f"not regenerated. {in_words(outcome.decline or '')}"),
                 messages.SUCCESS if outcome.summary else messages.WARNING,
             )
 

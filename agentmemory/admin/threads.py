@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from collections import Counter
+from functools import partial
+from urllib.parse import urlencode
 
 from django.contrib import admin, messages
 from django.contrib.auth import get_user_model
@@ -10,16 +12,31 @@ from django.core.paginator import Paginator
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
+from django.urls import reverse
 from django.utils import timezone
 
 from agentmemory import services
-from agentmemory.admin.base import PagesAdmin
+from agentmemory.admin.base import PagesAdmin, links
+from agentmemory.admin.overview import Links, overview
 from agentmemory.admin.text import summary_parts
+from agentmemory.admin.thread_chart import thread_chart
+from agentmemory.admin.timeline import PageRow, collapsed
 from agentmemory.models import MemoryEntry, Thread
 from agentmemory.permissions import may_expand
+from agentmemory.querysets import loaded_in_place
 from agentmemory.trust.savings import savings
 
 TIMELINE_PAGE_SIZE = 200
+
+
+def recalls_url(thread: int, first: int, last: int) -> str:
+    """The receipts list of ``thread``'s turns ``first`` to ``last``."""
+    query = urlencode({"thread": thread, "turn__gte": first, "turn__lte": last})
+    return f"{reverse('admin:agentmemory_recallreceipt_changelist')}?{query}"
+
+
+def window_fold_url(pk: int) -> str:
+    return reverse("admin:agentmemory_foldedspan_change", args=[pk])
 
 
 @admin.register(Thread)
@@ -65,39 +82,45 @@ class ThreadAdmin(PagesAdmin):
         return self.page_link(obj, "timeline", "timeline")
 
     def timeline_view(self, request: HttpRequest, object_id: int) -> HttpResponse:
-        """The thread in order: every entry and summary, and which summary hides what."""
+        """The thread in order, opened by its overview strip and chart: every entry and
+        summary, the runs a summary hides collapsed under one line. The rows are read once
+        for all three (`services.thread_picture`), the page's entries in one more query."""
         thread: Thread = get_object_or_404(Thread.objects.select_related("owner"), pk=object_id)
         can_expand = may_expand(request.user, thread.owner_id)
-        entries = MemoryEntry.objects.filter(thread=thread)
-        page = Paginator(
-            entries.select_related("coverage").order_by("position", "kind", "id"),
-            TIMELINE_PAGE_SIZE,
-        ).get_page(request.GET.get("page"))
+        picture = services.thread_picture(thread)
+        page = Paginator(picture.rows, TIMELINE_PAGE_SIZE).get_page(request.GET.get("page"))
+        shown = MemoryEntry.objects.select_related("coverage").in_bulk(
+            [row.id for row in page]
+        )
         # The summary recall loads in place of each covered row, by recall's own rule.
-        loaded = entries.recalled_in_place()
+        loaded = loaded_in_place({row.id: row.covered_by for row in picture.rows
+                                  if row.is_summary})
         rows = [
-            {
-                "entry": entry,
-                "label_text": (
+            PageRow(
+                entry=entry,
+                label_text=(
                     summary_parts(entry.content, entry.coverage.missing_facts, can_expand)
                     if entry.is_summary else None
                 ),
-                "hidden": entry.covered_by_id is not None,
-                "loaded_instead": (
-                    loaded.get(entry.covered_by_id) if entry.covered_by_id is not None else None
-                ),
-            }
-            for entry in page
+                loaded_instead=loaded.get(entry.covered_by_id or 0),
+                expired=row.expired,
+            )
+            for row, entry in ((row, shown[row.id]) for row in page if row.id in shown)
         ]
+        pages = links(request, self.admin_site)
         context = {
             "title": f"Timeline of {thread}",
             "obj": thread,
             "crumb": "timeline",
             "thread": thread,
             "page": page,
-            "rows": rows,
+            "groups": collapsed(rows),
+            "overview": overview(picture, TIMELINE_PAGE_SIZE, Links(
+                recalls=partial(recalls_url, thread.pk) if pages["receipts"] else None,
+                window_fold=window_fold_url if pages["spans"] else None,
+            )),
+            "chart": thread_chart(picture),
             "can_expand": can_expand,
-            "now": timezone.now(),
         }
         return self.render(request, "thread_timeline.html", context)
 

@@ -1,7 +1,8 @@
 """The one fold attempt, for recall folds, background folds, regenerate and compaction.
 
 `attempt_fold` makes the call and its checks; `latched` says whether a span would be
-declined as latched; `DeclineReason` lists every reason a fold is not made.
+declined as latched; `DeclineReason` lists every reason a fold is not made, and
+`ContextReason` every reason a recall's context declined or left entries out.
 `agentmemory.folding.lease` holds a thread's fold lease: one fold of a thread at a time.
 """
 
@@ -13,10 +14,11 @@ from agentmemory.folding.attempt import (
     report_failure,
 )
 from agentmemory.folding.latches import latched
-from agentmemory.folding.reasons import DeclineReason
+from agentmemory.folding.reasons import ContextReason, DeclineReason
 from agentmemory.folding.span import Span, SpanTokens
 
 __all__ = [
+    "ContextReason",
     "DeclineReason",
     "Declined",
     "Draft",

@@ -22,7 +22,7 @@ from typing import Any
 from django.db import DatabaseError
 
 from agentmemory import __version__
-from agentmemory.conf import memory_settings
+from agentmemory.conf import DEFAULTS, memory_settings
 from agentmemory.exceptions import SummarizerError, TransientSummarizerError
 from agentmemory.folding import circuit as circuits
 from agentmemory.folding.latches import latch_reason, latch_refusal
@@ -32,7 +32,7 @@ from agentmemory.models import CallOutcome, MemoryEntry, SummarizerCall, Thread
 from agentmemory.summarizers.base import BaseSummarizer, SummaryResult
 from agentmemory.transcript import forged_lines, summary_content
 from agentmemory.trust import ledger
-from agentmemory.trust.facts import check_facts, missing_facts_note
+from agentmemory.trust.facts import LOST_FACTS_FLAG, check_facts, missing_facts_note
 from agentmemory.trust.quarantine import injection_flags, message_flags, strip_invisible
 
 
@@ -186,6 +186,7 @@ def attempt_fold(
     content = summary_content(span.label(summarizer.model), text)
     fact_score: float | None = None
     missing: list[str] = []
+    lost: set[str] = set()
     threshold, action = fact_gate()
     if threshold is not None:
         facts = check_facts(span.fact_texts(), text)
@@ -194,7 +195,10 @@ def attempt_fold(
             if action == "decline":
                 return _refuse(call, result, CallOutcome.REFUSED_LOST_FACTS,
                                DeclineReason.LOST_FACTS)
-            content = f"{content}\n{missing_facts_note(missing)}"
+            if action == "append":
+                content = f"{content}\n{missing_facts_note(missing)}"
+            else:  # "flag": stored as written, listed for review (held with HOLD_FLAGGED)
+                lost.add(LOST_FACTS_FLAG)
     tokens = span.cost(content)
     if not span.tokens.exceeds(tokens):
         return _refuse(call, result, CallOutcome.REFUSED_NOT_SMALLER, DeclineReason.NOT_SMALLER)
@@ -202,6 +206,7 @@ def attempt_fold(
     flags = sorted(
         {flag for item in span.items for flag in message_flags(item)}
         | {f"output:{flag}" for flag in [*injection_flags(result.text), *forged_lines(text)]}
+        | lost
     )
     return Draft(
         thread=thread, summarizer=summarizer, span=span, started=call.started, attempt=attempt,
@@ -246,10 +251,11 @@ def report_failure(
 
 
 def fact_gate() -> tuple[float | None, str]:
-    """``FACT_GATE``: the threshold (None: no gate, nothing measured) and the action."""
-    gate = memory_settings.FACT_GATE or {}
-    threshold = gate.get("THRESHOLD")
-    return (float(threshold) if threshold is not None else None), gate.get("ACTION", "decline")
+    """``FACT_GATE``: the threshold (None: no gate, nothing measured) and the action; a
+    key left out of the dict takes its default."""
+    gate = {**DEFAULTS["FACT_GATE"], **memory_settings.FACT_GATE}
+    threshold = gate["THRESHOLD"]
+    return (float(threshold) if threshold is not None else None), gate["ACTION"]
 
 
 def prompt_hash(instruction: str) -> str:

@@ -9,19 +9,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from agentmemory.folding.reasons import ContextReason
 from agentmemory.models import MemoryEntry
 from agentmemory.pipeline.blocks import Block, blocks_of
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.tokens import count_fixed
 
-BELOW_MINIMUM = "below-minimum-tokens"
-NEWEST_TURN_TOO_LARGE = "newest-turn-too-large"
+BELOW_MINIMUM = ContextReason.BELOW_MINIMUM
+NEWEST_TURN_TOO_LARGE = ContextReason.NEWEST_TURN_TOO_LARGE
 
 # Why a context left visible entries out (RecallResult.omitted_reason).
-OVER_BUDGET = "over-budget"
-MAX_ENTRIES = "max-entries"
-UNPAIRED_TOOL_MESSAGE = "unpaired-tool-message"
-DECAYED = "decayed"
+OVER_BUDGET = ContextReason.OVER_BUDGET
+MAX_ENTRIES = ContextReason.MAX_ENTRIES
+UNPAIRED_TOOL_MESSAGE = ContextReason.UNPAIRED_TOOL_MESSAGE
+DECAYED = ContextReason.DECAYED
 
 
 @dataclass(frozen=True)

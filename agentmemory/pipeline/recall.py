@@ -14,7 +14,7 @@ from typing import Any
 from django.utils import timezone
 
 from agentmemory.conf import memory_settings
-from agentmemory.folding import DeclineReason, decline
+from agentmemory.folding import ContextReason, DeclineReason, decline
 from agentmemory.folding.lease import FoldState, fold_state, held_lease, take_fold_lease
 from agentmemory.integrations.openai_messages import (
     chat_messages,
@@ -114,11 +114,8 @@ class RecallResult:
         return summary_instructions(self.messages, system)
 
 
-#: An inline recall found another fold of the thread running and waited it out in vain.
-
-
 #: A background recall left history out, and a fold for its room is on its way.
-FOLD_PENDING = "fold-pending"
+FOLD_PENDING = ContextReason.FOLD_PENDING
 
 #: What a background recall asks of background folding (`services.background.fold_for_room`):
 #: given the thread, the budget and whether history was left out, ``fold-pending`` (a

@@ -4,7 +4,8 @@ A summary that drops the amount a customer was refunded is worse than no summary
 and nothing downstream can tell. Before a summary is stored, the specifics of the span
 (amounts, numbers, dates, ids, e-mail addresses, URLs, file paths, quoted names) are
 extracted and looked for in the summary text; the score and the missing facts are
-stored on the coverage, and below a threshold the fold declines or lists them.
+stored on the coverage, and below a threshold the fold is flagged for review, lists
+them after the summary, or declines.
 """
 
 from __future__ import annotations
@@ -133,6 +134,11 @@ def number_value(number: str) -> Decimal | None:
     except InvalidOperation:
         return None
 
+
+#: The review flag of a summary that kept fewer of its span's facts than the threshold
+#: (ACTION "flag"): stored with the quarantine's flags, so it is listed for review and,
+#: with HOLD_FLAGGED, held until approved.
+LOST_FACTS_FLAG = "lost-facts"
 
 FACT_NOTE_OPENING = "[facts from the originals that the summary above does not mention: "
 

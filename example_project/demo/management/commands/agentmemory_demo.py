@@ -1,14 +1,17 @@
 """Build the demo conversation, fold it as an agent would, and say where to look.
 
-Idempotent: the demo thread (client key ``demo-support-chat`` of the ``admin`` user)
-is erased and rebuilt on every run, never duplicated. The conversation is generated
-from fixed data, so every run writes the same messages.
+Idempotent: the demo threads (client keys ``demo-support-chat`` and ``demo-agent-run``
+of the ``admin`` user) are emptied and rebuilt on every run, never duplicated, and keep
+their ids, so the links a run printed still open the same threads after the next one.
+The conversation is generated from fixed data, so every run writes the same messages.
+The links name ``settings.DEMO_ADDR``, where ``make demo`` serves.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from django.db.models import Count, Sum
@@ -19,6 +22,7 @@ from agentmemory.conf import memory_settings
 from agentmemory.models import FoldedSpan, MemoryEntry, SummarizerCall, Thread
 from agentmemory.summarizers import get_summarizer
 from agentmemory.window.seams import SlidingWindow
+from example_project.demo.address import DEFAULT_ADDR, site_url
 from example_project.demo.conversation import (
     DEMO_CLIENT_KEY,
     DEMO_PASSWORD,
@@ -35,7 +39,6 @@ from example_project.demo.conversation import (
 )
 
 WINDOW_SIZE = 12
-SITE = "http://127.0.0.1:8000"
 RECALL_BUDGET = 1500
 LINE_WIDTH = 100
 
@@ -59,7 +62,7 @@ class Command(BaseCommand):
         if turns < 1:
             raise CommandError(f"--turns must be at least 1, got {turns}.")
         user, created = _demo_superuser()
-        thread = _fresh_thread(user)
+        thread = _emptied_thread(user, DEMO_CLIENT_KEY, DEMO_TITLE)
         recalls = folds = 0
         # The agent loop: before every model call the agent recalls its context within
         # a budget (a fold happens there when one is due): after the user's message and
@@ -226,21 +229,20 @@ class Command(BaseCommand):
             pass  # the project does not mount agentmemory.api.urls
         else:
             links.append(("api", api))
+        site = site_url(getattr(settings, "DEMO_ADDR", DEFAULT_ADDR))
         out = self.stdout.write
         out("")
         out(self.style.MIGRATE_HEADING("Where to look"))
-        out(f"  Serve the site (`make demo` does), then log in as {DEMO_USERNAME} / "
-            f"{DEMO_PASSWORD}:")
+        out(f"  Serve the site on {site}/ (`make demo` does), then log in as "
+            f"{DEMO_USERNAME} / {DEMO_PASSWORD}:")
         for name, path in links:
-            out(f"  {name + ':':<11}{SITE}{path}")
+            out(f"  {name + ':':<11}{site}{path}")
 
 
 def _window_run(user: Any) -> tuple[Thread, list[FoldedSpan]]:
     """A live agent run: a request, then tool loops. The window is compacted as it
     grows, once keeping the originals with the conversation and once discarding them."""
-    for old in Thread.objects.filter(owner=user, client_key=WINDOW_CLIENT_KEY):
-        services.erase_thread(old)
-    thread = Thread.objects.create(owner=user, client_key=WINDOW_CLIENT_KEY, title=WINDOW_TITLE)
+    thread = _emptied_thread(user, WINDOW_CLIENT_KEY, WINDOW_TITLE)
     seam = SlidingWindow(WINDOW_SIZE)
     window: list[Message] = [
         {"role": "system", "content": "You are Northwind's returns agent."},
@@ -277,10 +279,19 @@ def _demo_superuser() -> tuple[Any, bool]:
     ), True
 
 
-def _fresh_thread(user: Any) -> Thread:
-    for thread in Thread.objects.filter(owner=user, client_key=DEMO_CLIENT_KEY):
-        services.erase_thread(thread)
-    return Thread.objects.create(owner=user, client_key=DEMO_CLIENT_KEY, title=DEMO_TITLE)
+def _emptied_thread(user: Any, client_key: str, title: str) -> Thread:
+    """The user's thread of ``client_key``, created on the first run and emptied on the
+    next ones (`services.clear_thread`): the same row, so its id, and every link that
+    names it, stays valid."""
+    thread, created = Thread.objects.get_or_create(
+        owner=user, client_key=client_key, defaults={"title": title}
+    )
+    if not created:
+        services.clear_thread(thread)
+        if thread.title != title:
+            thread.title = title
+            thread.save(update_fields=["title"])
+    return thread
 
 
 def describe_ids(entries: list[MemoryEntry]) -> str:
