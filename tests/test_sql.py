@@ -102,7 +102,8 @@ texts = st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters=
 
 @BUILT
 @given(title=texts, key=texts, metadata=st.dictionaries(texts, st.one_of(
-           st.integers(), st.none(), texts, st.lists(st.floats(allow_nan=False), max_size=2)),
+           st.integers(), st.none(), texts,
+           st.lists(st.floats(allow_nan=False, allow_infinity=False), max_size=2)),
            max_size=3),
        ttl=st.one_of(st.none(), st.integers(1, 10**6).map(lambda s: timedelta(seconds=s))),
        budget=st.one_of(st.none(), st.integers(1, 10**6)), state=FOLD_STATES,
