@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
@@ -192,6 +192,8 @@ def test_every_page_of_a_backfill_reads_the_partial_index(analyzed: bool) -> Non
     token_counts=st.lists(st.integers(0, 90), min_size=1, max_size=7),
     tokens=st.integers(1, 3_000),
 )
+# A thread exactly one page long, read whole: complete (it was reported incomplete).
+@example(messages=64, token_counts=[1], tokens=1)
 def test_a_backfill_slice_is_the_oldest_rows_up_to_twice_the_input_limit(
     messages: int, token_counts: list[int], tokens: int
 ) -> None:

@@ -171,12 +171,15 @@ def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int
     while True:
         # An offset, not a keyset on (position, id): the OR a keyset needs steers SQLite
         # off the partial index, and re-reading the earlier pages costs less than that.
+        # One row past the page says whether any are left (a full page may be the last).
         fetched = context_rows.read_oldest(thread.pk, config.tiers, now,
-                                           offset=len(rows), limit=page)
+                                           offset=len(rows), limit=page + 1)
+        more = len(fetched) > page
+        fetched = fetched[:page]
         rows.extend(fetched)
         held += sum(map(entry_cost, fetched))
-        if len(fetched) < page or held >= 2 * tokens or len(rows) >= MAX_LOAD_ROWS:
-            return _split(rows, now, complete=len(fetched) < page)
+        if not more or held >= 2 * tokens or len(rows) >= MAX_LOAD_ROWS:
+            return _split(rows, now, complete=not more)
         # The rows read so far say how many more the rest takes: that many and a
         # quarter more, so a second page is nearly always the last.
         wanted = (2 * tokens - held) * len(rows) // max(1, held) + 1
