@@ -83,7 +83,10 @@ def search(
 ) -> list[SearchHit]:
     """The originals of one thread, or of every thread of one owner (a user), or with
     `EVERY_THREAD` of every thread, that hold every word and quoted phrase of ``query``,
-    best match first, at most ``limit``.
+    best match first, at most ``limit``. A message that repeats a better hit's words
+    (the same text but for a few words: the same order status for another order) comes
+    after the hits that say something else, so a short result is not one thing many
+    times over; the score says how well each matched.
 
     Messages only (never summaries, never the memory tools' own results), not expired
     at ``now``; ``roles`` keeps those roles, ``after``/``before`` bound ``created_at``.
@@ -113,7 +116,7 @@ def search(
         if scope.owner_id is None:
             raise InvalidSearchQuery("must be a Thread or a saved user.", field="owner")
     # A few more than asked: rows expired but not yet purged are dropped below.
-    candidates = lookup(terms, scope, limit=limit * 2 + 10,
+    candidates = lookup(terms, scope, limit=limit * 2 + 10, distinct=limit,
                         language=memory_settings.SEARCH_LANGUAGE)
     return _hits(candidates, now or timezone.now())[:limit]
 
