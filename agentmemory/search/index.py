@@ -83,7 +83,7 @@ def lookup(query: SearchQuery, scope: Scope, *, limit: int, distinct: int,
     with up to ``distinct`` of them not near-duplicates of a better one first
     (`rank.distinct_first`). Expiry is not applied here (`services.search` applies the
     queryset's rule)."""
-    engine: _Engine = _Postgres(language) if connection.vendor == "postgresql" else _Sqlite()
+    engine: Lookup = TsvectorLookup(language) if connection.vendor == "postgresql" else Fts5Lookup()
     ranked = engine.ranked(query, scope)
     if not ranked:
         return []
@@ -129,7 +129,7 @@ _JOINS = (f"CROSS JOIN agentmemory_memoryentry e ON e.id = {FTS_TABLE}.rowid "
           "CROSS JOIN agentmemory_thread t ON t.id = e.thread_id")
 
 
-class _Engine(Protocol):
+class Lookup(Protocol):
     def ranked(self, query: SearchQuery, scope: Scope) -> list[tuple[int, float]]: ...
 
     def text(self, pk: int) -> str: ...
@@ -143,7 +143,7 @@ def _fts_match(query: SearchQuery) -> str:
     return " ".join('"' + " ".join(term) + '"' for term in query.terms)
 
 
-class _Sqlite:
+class Fts5Lookup:
     """FTS5 finds the newest RANKED_MATCHES matches in scope (newest first from its
     doclists, so it stops there); they are scored in Python (`rank.bm25`), since FTS5's
     bm25() reads every match of every term in the whole index on each call."""
@@ -152,6 +152,16 @@ class _Sqlite:
         self.texts: dict[int, str] = {}
 
     def ranked(self, query: SearchQuery, scope: Scope) -> list[tuple[int, float]]:
+        self.texts = self.pool(query, scope)
+        if not self.texts:
+            return []
+        window, holding = self.rarity(query)
+        scores = rank.bm25(query, list(self.texts.values()), window, holding)
+        return sorted(zip(self.texts, scores, strict=True), key=lambda pair: (-pair[1], pair[0]))
+
+    @staticmethod
+    def pool(query: SearchQuery, scope: Scope) -> dict[int, str]:
+        """The newest RANKED_MATCHES matches in scope and their texts."""
         scoped: list[Any] = [_fts_match(query)]
         where = _filters(scope, scoped)
         with connection.cursor() as cursor:
@@ -159,26 +169,21 @@ class _Sqlite:
                 f"SELECT e.id, e.content FROM {FTS_TABLE} {_JOINS} WHERE {FTS_TABLE} MATCH %s "
                 f"AND {indexed_row('e')} AND {where} ORDER BY {FTS_TABLE}.rowid DESC LIMIT %s",
                 [*scoped, RANKED_MATCHES])
-            self.texts = dict(cursor.fetchall())
-            if not self.texts:
-                return []
-            window, holding = self._rarity(cursor, query)
-        ids = list(self.texts)
-        scores = rank.bm25(query, list(self.texts.values()), window, holding)
-        return sorted(zip(ids, scores, strict=True), key=lambda pair: (-pair[1], pair[0]))
+            return dict(cursor.fetchall())
 
     @staticmethod
-    def _rarity(cursor: Any, query: SearchQuery) -> tuple[int, list[int]]:
+    def rarity(query: SearchQuery) -> tuple[int, list[int]]:
         """The index's newest IDF_WINDOW ids, and how many of them hold each term: FTS5
         applies the rowid bound inside its doclists, so a count reads that many at most."""
         oldest = f"(SELECT max(coalesce(max(id), 0) - {rank.IDF_WINDOW}, 0) " \
                  "FROM agentmemory_memoryentry)"
         counts = "".join(f", (SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s "
                          f"AND rowid > {oldest})" for _ in query.terms)
-        cursor.execute(f"SELECT (SELECT coalesce(max(id), 0) FROM agentmemory_memoryentry) "
-                       f"- {oldest}{counts}",
-                       [_fts_match(SearchQuery((term,))) for term in query.terms])
-        window, *holding = cursor.fetchone()
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT (SELECT coalesce(max(id), 0) FROM agentmemory_memoryentry) "
+                           f"- {oldest}{counts}",
+                           [_fts_match(SearchQuery((term,))) for term in query.terms])
+            window, *holding = cursor.fetchone()
         return int(window), [int(count) for count in holding]
 
     def text(self, pk: int) -> str:
@@ -199,7 +204,7 @@ class _Sqlite:
             return dict(cursor.fetchall())
 
 
-class _Postgres:
+class TsvectorLookup:
     """The newest RANKED_MATCHES matches in scope ranked by ts_rank_cd over the stored
     vectors; texts are read only as far as `rank.distinct_first` looks, and only the
     rows returned get a headline (it reads the whole text)."""
