@@ -17,7 +17,8 @@ Both rank only the newest `RANKED_MATCHES` matches in scope, so a search's time 
 not grow with the history a common word matches: PostgreSQL with ``ts_rank_cd``, SQLite
 in Python (`agentmemory.search.rank.bm25`: FTS5's ``bm25()`` reads every match of a
 term in the whole index). Near-duplicates of a better hit come after the distinct hits
-(`agentmemory.search.rank.distinct_first`); only the hits returned get a snippet.
+(`agentmemory.search.rank.distinct_first`); only the hits returned get a snippet
+(`snippets`).
 """
 
 from __future__ import annotations
@@ -61,7 +62,6 @@ def pg_text(column: str = "content") -> str:
 class Candidate:
     entry_id: int
     score: float
-    snippet: str
 
 
 @dataclass(frozen=True)
@@ -82,15 +82,24 @@ def lookup(query: SearchQuery, scope: Scope, *, limit: int, distinct: int,
     """The best ``limit`` indexed entries in ``scope`` matching every term, best first,
     with up to ``distinct`` of them not near-duplicates of a better one first
     (`rank.distinct_first`). Expiry is not applied here (`services.search` applies the
-    queryset's rule)."""
-    engine: Lookup = TsvectorLookup(language) if connection.vendor == "postgresql" else Fts5Lookup()
+    queryset's rule), nor are snippets made (`snippets`, for the hits kept)."""
+    engine = _engine(language)
     ranked = engine.ranked(query, scope)
     if not ranked:
         return []
     scores = dict(ranked)
     order = rank.distinct_first([pk for pk, _ in ranked], engine.text, distinct)[:limit]
-    snippets = engine.snippets(query, order)
-    return [Candidate(pk, scores[pk], snippets.get(pk, "")) for pk in order]
+    return [Candidate(pk, scores[pk]) for pk in order]
+
+
+def snippets(query: SearchQuery, ids: list[int], *, language: str) -> dict[int, str]:
+    """Each entry's text around the words of ``query``, those marked (`MARK_OPEN`,
+    `MARK_CLOSE`), by id; ``ids`` are entries that match it."""
+    return _engine(language).snippets(query, ids) if ids else {}
+
+
+def _engine(language: str) -> Lookup:
+    return TsvectorLookup(language) if connection.vendor == "postgresql" else Fts5Lookup()
 
 
 def _filters(scope: Scope, params: list[Any]) -> str:
@@ -190,8 +199,6 @@ class Fts5Lookup:
         return self.texts[pk]
 
     def snippets(self, query: SearchQuery, ids: list[int]) -> dict[int, str]:
-        if not ids:
-            return {}
         # FTS5 reads the matches within the ids' rowid range (inside the pool's, so no
         # more than the pool read); the ids are a filter (``+rowid``: given to FTS5 as
         # an IN list, each would be a query of its own, a seek into every term's doclist).
@@ -206,14 +213,11 @@ class Fts5Lookup:
 
 class TsvectorLookup:
     """The newest RANKED_MATCHES matches in scope ranked by ts_rank_cd over the stored
-    vectors; texts are read only as far as `rank.distinct_first` looks, and only the
-    rows returned get a headline (it reads the whole text)."""
-
-    CHUNK = rank._BATCH
+    vectors, with the start of their texts (what `rank.distinct_first` compares); only
+    the rows returned get a headline (it reads the whole text)."""
 
     def __init__(self, language: str) -> None:
         self.language = language
-        self.order: list[int] = []
         self.texts: dict[int, str] = {}
 
     def _tsquery(self, query: SearchQuery) -> tuple[str, list[Any]]:
@@ -231,24 +235,17 @@ class TsvectorLookup:
         where = _filters(scope, scoped)
         with connection.cursor() as cursor:
             cursor.execute(
-                "WITH recent AS (SELECT e.id, e.search_vector FROM agentmemory_memoryentry e "
-                "JOIN agentmemory_thread t ON t.id = e.thread_id "
+                "WITH recent AS (SELECT e.id, e.search_vector, left(e.content, %s) AS text "
+                "FROM agentmemory_memoryentry e JOIN agentmemory_thread t ON t.id = e.thread_id "
                 f"WHERE e.search_vector @@ {tsquery} AND {where} ORDER BY e.id DESC LIMIT %s) "
-                f"SELECT recent.id, ts_rank_cd(recent.search_vector, {tsquery}) AS rank "
-                "FROM recent ORDER BY rank DESC, recent.id",
-                [*scoped, RANKED_MATCHES, *words])
-            ranked = [(int(pk), float(score)) for pk, score in cursor.fetchall()]
-        self.order = [pk for pk, _ in ranked]
-        return ranked
+                f"SELECT recent.id, ts_rank_cd(recent.search_vector, {tsquery}) AS rank, "
+                "recent.text FROM recent ORDER BY rank DESC, recent.id",
+                [rank.SIMILAR_CHARS, *scoped, RANKED_MATCHES, *words])
+            rows = cursor.fetchall()
+        self.texts = {int(pk): text for pk, _, text in rows}
+        return [(int(pk), float(score)) for pk, score, _ in rows]
 
     def text(self, pk: int) -> str:
-        if pk not in self.texts:
-            start = self.order.index(pk)
-            chunk = self.order[start:start + self.CHUNK]
-            with connection.cursor() as cursor:
-                cursor.execute("SELECT id, left(content, %s) FROM agentmemory_memoryentry "
-                               "WHERE id = ANY(%s)", [rank.SIMILAR_CHARS, chunk])
-                self.texts.update(cursor.fetchall())
         return self.texts[pk]
 
     def snippets(self, query: SearchQuery, ids: list[int]) -> dict[int, str]:

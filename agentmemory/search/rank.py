@@ -41,7 +41,7 @@ _COMPARABLE = bytes(
     byte if byte >= 0x80 or byte == 0 else ord(chr(byte).lower()) if chr(byte).isalpha()
     else 0x20 for byte in range(256)
 )
-#: Texts made comparable at once (PostgreSQL reads them in batches of this size).
+#: Texts made comparable at once.
 _BATCH = 100
 # What the porter stemmer of FTS5 strips from a word that matched a term's stem: the
 # term's text without it is counted in a message ("order" counts "orders", "ordered").
