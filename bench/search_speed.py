@@ -72,7 +72,7 @@ TARGET_GROWTH = 2.0
 TARGET_APPEND_SHARE = 0.15
 APPEND_ROWS = 100_000  # the database the appends are timed on
 #: Appends timed a block, untimed before them, and blocks of each state.
-APPEND_CALLS, APPEND_WARM, APPEND_BLOCKS = 200, 50, 12
+APPEND_CALLS, APPEND_WARM, APPEND_BLOCKS = 100, 30, 24
 MEMORY_DIR = "/dev/shm"
 
 CLASSES = ("rare", "common", "phrase")
