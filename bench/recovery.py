@@ -2,6 +2,7 @@
 
     .venv/bin/python bench/run.py --parts recovery --output -     # through the suite
     .venv/bin/python bench/recovery.py --run dropping             # one run, JSON out
+    .venv/bin/python bench/recovery.py --run dropping --seed 20261154   # another planting
     .venv/bin/python bench/recovery.py                            # every run, JSON out
 
 Fifty unique facts (order codes such as ``ZX-48213``, amounts such as ``EUR 1,287.40``,
@@ -16,8 +17,10 @@ appended, ``services.recall(thread, 4000)`` folds inline as it must, the replies
 appended; once more after the last turn. Twice, with two summarizers: the offline one
 (``agentmemory.summarizers.offline``, which keeps the ids, amounts and dates it can
 extract, within its size caps) and the OpenAI backend at the loopback stub answering
-one fixed summary, which keeps no fact at all (``dropping``). Each run is a
-subprocess with its own SQLite database on a memory-backed file where there is one.
+one fixed summary, which keeps no fact at all (``dropping``); and the dropping stub
+again on a second planting (``SECOND_SEED``: other turns, topics, facts and sentences).
+Each run is a subprocess with its own SQLite database on a memory-backed file where
+there is one.
 
 Then, for each fact, the query a model would write when the user asks about it again:
 the topic's words and the words nearest the fact in its sentence, four words in all
@@ -77,7 +80,13 @@ MAX_CALLS = 2  # the target: every fact within a search and an expand
 #: Each tool result within this many tokens: a quarter of the budget, as chat_turn gives it.
 TOOL_TOKENS = BUDGET // 4
 SEED = conv.SEED + 23  # issue 23
+#: A second planting: other turns, topics, facts and sentences, the same conversation.
+SECOND_SEED = SEED + 1
 SUMMARIZERS = ("offline", "dropping")
+#: The runs: (name, summarizer, planting seed). The target is the dropping stub's, on
+#: both plantings.
+RUNS = (("offline", "offline", SEED), ("dropping", "dropping", SEED),
+        ("dropping-second", "dropping", SECOND_SEED))
 #: Peer libraries and the interpreter each runs in ("peers": .venv-peers).
 PEERS = {
     "langchain": "peers", "langmem": "peers", "llamaindex-memory": "peers",
@@ -236,12 +245,12 @@ def summarizer_settings(name: str, base_url: str) -> dict[str, Any]:
     return {"SUMMARIZER": summarizer, "RECALL_MODE": "inline", "RECEIPTS": False}
 
 
-def run_thread(summarizer: str) -> dict[str, Any]:
+def run_thread(summarizer: str, seed: int = SEED) -> dict[str, Any]:
     """The planted conversation recalled at every turn, then every fact looked for."""
     from agentmemory import services
     from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
 
-    planted = facts()
+    planted = facts(seed=seed)
     thread = Thread.objects.create(title=f"recovery {summarizer}")
     holder: dict[int, int] = {}  # fact index -> the entry it was planted in
     by_turn = {fact.turn: fact for fact in planted}
@@ -268,7 +277,7 @@ def run_thread(summarizer: str) -> dict[str, Any]:
     search_s = time.perf_counter() - searched
     originals = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE)
     return {
-        "summarizer": summarizer,
+        "summarizer": summarizer, "seed": seed,
         "turns": TURNS, "budget": BUDGET, "facts": len(planted),
         "messages": originals.count(),
         "conversation_tokens": sum(originals.values_list("token_count", flat=True)),
@@ -368,7 +377,7 @@ def look_for(thread: Any, fact: Fact, entry_id: int, verbatim_ids: set[int],
     return out
 
 
-def worker(summarizer: str) -> dict[str, Any]:
+def worker(summarizer: str, seed: int = SEED) -> dict[str, Any]:
     """One run on a scratch SQLite database of its own (and, dropping, its own stub)."""
     global TOOL_PATH
     from bench.common import Database, describe_engine, loopback_server, setup_django
@@ -383,7 +392,7 @@ def worker(summarizer: str) -> dict[str, Any]:
         if _tools() is None:
             TOOL_PATH = "services (agentmemory.tools.run not there yet)"
         try:
-            out = run_thread(summarizer)
+            out = run_thread(summarizer, seed)
             out["engine"] = describe_engine()
             out["memory_backed"] = database.name.startswith(MEMORY_DIR)
             out["stub_calls"] = server.totals()["calls"]
@@ -410,8 +419,9 @@ def measure(skip_peers: bool = False) -> dict[str, Any]:
     results: dict[str, Any] = {"runs": {}, "peers": {}}
     with loopback_server() as server:
         jobs: list[tuple[str, str, list[str]]] = [
-            ("run", name, [sys.executable, str(Path(__file__)), "--run", name])
-            for name in SUMMARIZERS
+            ("run", name, [sys.executable, str(Path(__file__)), "--run", summarizer,
+                           "--seed", str(seed)])
+            for name, summarizer, seed in RUNS
         ]
         for library in () if skip_peers else PEERS:
             if PEERS[library] == "peers" and not PEERS_PYTHON.exists():
@@ -452,6 +462,7 @@ def measure(skip_peers: bool = False) -> dict[str, Any]:
                 process.terminate()
                 process.wait()
     results["facts"] = [asdict(fact) for fact in facts()]
+    results["second_facts"] = [asdict(fact) for fact in facts(seed=SECOND_SEED)]
     results["elapsed_s"] = time.perf_counter() - began
     return results
 
@@ -485,20 +496,21 @@ def section(results: dict[str, Any]) -> str:
     if not measured or not measured.get("runs"):
         return ""
     runs = measured["runs"]
-    first = next(iter(runs.values()))
+    first = runs.get("offline") or next(iter(runs.values()))  # the first planting
     total = first["facts"]
     kinds = ", ".join(sorted({fact["kind"] for fact in measured["facts"]}))
     rows = []
-    for name in SUMMARIZERS:
+    for name, summarizer, seed in RUNS:
         run = runs.get(name)
         if run is None:
             continue
         t = tally(run)
         target = (f"{t['recovered']} of {total}: {_verdict(t['recovered'] == total)}"
-                  if name == "dropping" else "—")
+                  if summarizer == "dropping" else "—")
         rows.append([
-            "offline (`summarizers.offline`)" if name == "offline"
-            else "dropping (loopback stub, one fixed summary)",
+            "offline (`summarizers.offline`)" if summarizer == "offline"
+            else "dropping (loopback stub, one fixed summary)"
+            + ("" if seed == SEED else f", the second planting (seed `{seed}`)"),
             number(run["summarizer_calls"]), f"{run['in_summaries']}",
             f"{t['in_context']}", f"{t['top5']} ({t['topic_top5']})",
             f"{t['recovered']} ({t['one_call']} in one call)", target,
@@ -518,7 +530,9 @@ generator asked for {first["turns"]:,} turns; {first["messages"]:,} messages,
 answer; no fact occurs anywhere else. Every turn is recalled at a budget of
 {first["budget"]:,} (inline folds, receipts off), and once more after the last turn
 ({"SQLite on a memory-backed file" if first.get("memory_backed") else "SQLite"}, one
-subprocess a summarizer; `bench/recovery.py`).
+subprocess a run; `bench/recovery.py`). The planting's seed is `{SEED}`; the dropping
+stub runs again on a second planting (seed `{SECOND_SEED}`: other turns, topics, facts
+and sentences in the same conversation).
 
 For each fact the query is what a model would write when the user asks about it again:
 the topic the sentence names and the words nearest the fact, four words in all (stop
@@ -530,7 +544,9 @@ single a message out.
 * **in summaries**: facts found in the text of any summary the run wrote.
 * **in the final context**: facts in the text of the last recall.
 * **top 5**: facts whose message is among `services.search(thread, query, limit=5)`;
-  in brackets, with the topic's words alone for a query (2 or 3 words).
+  in brackets, with the topic's words alone for a query (2 or 3 words). The search puts
+  a message that repeats a better hit's words (two thirds of them, numbers aside) after
+  the hits that say something else (`agentmemory.search.rank.distinct_first`).
 * **recovered within two calls**: through the memory tools as a model calls them
   (`{first["tool_path"]}`, each result within a quarter of the budget, {TOOL_TOKENS:,}
   tokens, as `chat_turn` gives it): `memory_search`; found if its result already shows
@@ -602,9 +618,11 @@ Each peer process, imports included, took (s): {times or "—"}."""
 def findings(measured: dict[str, Any]) -> list[str]:
     """Sentences written from the figures; one whose premise fails is left out."""
     found_ = []
-    facts_ = {fact["index"]: fact for fact in measured["facts"]}
     for name, run in measured["runs"].items():
         t = tally(run)
+        planted = (measured["second_facts"] if run.get("seed") == SECOND_SEED
+                   else measured["facts"])
+        facts_ = {fact["index"]: fact for fact in planted}
         for row in t["missed"]:
             fact = facts_[row["index"]]
             ranked = (f"its message ranked {row['rank_of_50']} of 50" if row.get("rank_of_50")
@@ -657,9 +675,10 @@ def _conversation_topics() -> int:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", choices=SUMMARIZERS, help="one agentmemory run")
+    parser.add_argument("--seed", type=int, default=SEED, help="--run: the planting's seed")
     parser.add_argument("--out", default="", help="JSON file (default: print)")
     args = parser.parse_args()
-    result = json.dumps(worker(args.run) if args.run else measure(), default=str)
+    result = json.dumps(worker(args.run, args.seed) if args.run else measure(), default=str)
     if args.out:
         Path(args.out).write_text(result)
     else:

@@ -5,6 +5,7 @@ The page's charts (SVG, bench/charts.py) are drawn from the same figures into do
     .venv/bin/python bench/run.py                # the same, the virtualenvs already there
     .venv/bin/python bench/run.py --skip-peers --output -    # print, write nothing
     .venv/bin/python bench/run.py --parts folded --output -  # one part alone
+    .venv/bin/python bench/run.py --parts search             # its sections of the page
 
 What it measures, on SQLite (a temporary file) and PostgreSQL (a database it creates
 and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the server):
@@ -612,7 +613,8 @@ def main() -> None:
                         help=f"rewrite the page from {RAW.relative_to(ROOT)}, measure nothing")
     parser.add_argument("--parts", default=",".join(PARTS),
                         help="what to measure (a part run alone leaves "
-                             f"{RAW.relative_to(ROOT)} as it was); default: {','.join(PARTS)}")
+                             f"{RAW.relative_to(ROOT)} as it was, and replaces only its "
+                             f"sections of --output); default: {','.join(PARTS)}")
     args = parser.parse_args()
     if args.render_only:
         publish(json.loads(RAW.read_text()), args.output)
@@ -680,7 +682,7 @@ def main() -> None:
     else:  # a part run alone keeps its figures beside the full run's, never over them
         RAW.with_name(f"benchmarks-{'-'.join(sorted(parts))}.json").write_text(
             json.dumps(results, indent=1))
-    publish(results, args.output)
+    publish(results, args.output, parts)
 
 
 def _sizes_findings(run: dict[str, Any]) -> list[str]:
@@ -726,10 +728,15 @@ def _sizes_findings(run: dict[str, Any]) -> list[str]:
     return found
 
 
-def publish(results: dict[str, Any], output: str) -> None:
+def publish(results: dict[str, Any], output: str, parts: list[str] | None = None) -> None:
+    """Write the page; a run of some of the parts replaces only their sections of it."""
     text = render(results)
     if output != "-" and Path(output).exists():
-        text = _keep_api_section(Path(output).read_text(), text)
+        previous = Path(output).read_text()
+        if parts is None or set(PARTS) <= set(parts):
+            text = _keep_api_section(previous, text)
+        else:
+            text = splice(previous, text)
     if output == "-":
         print(text)
     else:
@@ -737,6 +744,36 @@ def publish(results: dict[str, Any], output: str) -> None:
         drawn = charts.write(results, Path(output))
         print(f"[bench] wrote {output} and {len(drawn)} chart{'s' * (len(drawn) != 1)} beside it "
               f"({results['elapsed_s']:.0f} s of measuring)", file=sys.stderr)
+
+
+def _sections(text: str) -> list[str]:
+    """The page cut before each level-2 heading: the introduction, then one a section."""
+    return re.split(r"(?m)^(?=## )", text)
+
+
+def _heading(section: str) -> str:
+    """A section's name: its heading up to a colon (the rest holds figures)."""
+    return section.split("\n", 1)[0].split(":", 1)[0]
+
+
+def splice(previous: str, partial: str) -> str:
+    """``previous`` with each level-2 section of ``partial`` (a run of some parts) put in
+    place of its section of the same name; the rest of the page, the introduction
+    included, stays as the full run wrote it. A section the page lacks is an error."""
+    fresh = {_heading(section): section for section in _sections(partial)[1:]}
+    pieces = _sections(previous)
+    missing = set(fresh) - {_heading(piece) for piece in pieces[1:]}
+    if missing:
+        raise SystemExit(f"bench: the page has no section {sorted(missing)} to replace; "
+                         "run every part to write it whole.")
+    out = []
+    for place, piece in enumerate(pieces):
+        section = fresh.get(_heading(piece)) if place else None
+        if section is None:
+            out.append(piece)
+        else:  # the page's own spacing after it
+            out.append(section.rstrip("\n") + piece[len(piece.rstrip("\n")):])
+    return "".join(out)
 
 
 def _keep_api_section(previous: str, text: str) -> str:

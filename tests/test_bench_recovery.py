@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from bench import conversation as conv
 from bench import recovery, search_speed
 
@@ -80,17 +82,51 @@ def test_rare_order_numbers_are_taken_from_user_messages_spread_over_the_thread(
     assert all(f"#{order}" in users for order in orders)
 
 
-def appends(with_ms: float, without_ms: float) -> dict[str, object]:
+def appends(with_ms: float, without_ms: float, again_ms: float | None = None) -> dict[str, object]:
     sizes = {"database": 2**20, "index": 2**19, "entry_table": 2**19}
+    again = with_ms if again_ms is None else again_ms
     return {"engine": "PostgreSQL 15", "memory_backed": False, "calls": 200, "rows": 100_000,
-            "rounds": 3, "wall_s": 1.0,
+            "warm": 50, "blocks": 3, "wall_s": 1.0,
             "with": {"wall_ms": [with_ms] * 3, "cpu_ms": [1.0] * 3, "database": sizes},
             "without": {"wall_ms": [without_ms] * 3, "cpu_ms": [1.0] * 3,
-                        "database": {**sizes, "index": 0}}}
+                        "database": {**sizes, "index": 0}},
+            "with, again": {"wall_ms": [again] * 3, "cpu_ms": [1.0] * 3}}
 
 
 def test_the_append_share_is_measured_against_the_indexed_append() -> None:
     passing = search_speed._appends_table({"postgres": {"appends": [appends(1.0, 0.9)]}})
-    assert "10.0%: pass" in passing
+    assert "10.0%: pass" in passing and "+0.0%" in passing
     failing = search_speed._appends_table({"postgres": {"appends": [appends(1.0, 0.8)]}})
     assert "20.0%: **fail**" in failing
+
+
+def test_the_a_a_control_is_the_same_database_timed_again() -> None:
+    table = search_speed._appends_table({"postgres": {"appends": [appends(1.0, 0.9, 0.95)]}})
+    assert "10.0%: pass | +5.0%" in table
+
+
+def test_the_second_planting_is_another_fifty_facts_in_the_same_conversation() -> None:
+    second = recovery.facts(seed=recovery.SECOND_SEED)
+    assert len(second) == recovery.FACTS and len({fact.turn for fact in second}) == recovery.FACTS
+    assert [fact.turn for fact in second] != [fact.turn for fact in PLANTED]
+    assert [fact.query for fact in second] != [fact.query for fact in PLANTED]
+    text = "\n".join(m["content"] for t in recovery.conversation(planted=second)
+                     for m in t.messages)
+    assert all(text.count(fact.value) == 1 for fact in second)
+    assert {name for name, _, seed in recovery.RUNS if seed == recovery.SECOND_SEED} == {
+        "dropping-second"}
+
+
+def test_a_part_run_alone_replaces_only_its_sections_of_the_page() -> None:
+    from bench.run import splice
+
+    page = ("# Benchmarks\n\nintro 1\n\n## Recall: old\n\nkeep\n\n## Recovery: old\n\nold "
+            "figures\n\n### Beside the peers\n\nold peers\n\n## Search: of 1 to 2\n\nold\n")
+    partial = "# Benchmarks\n\nintro 2\n\n## Search: of 1 to 3\n\nnew\n"
+    assert splice(page, partial) == page.replace("## Search: of 1 to 2\n\nold",
+                                                 "## Search: of 1 to 3\n\nnew")
+    both = splice(page, partial + "\n## Recovery: new\n\nnew figures\n")
+    assert "old figures" not in both and "old peers" not in both and "keep" in both
+    assert "intro 1" in both and "intro 2" not in both
+    with pytest.raises(SystemExit, match="Nope"):
+        splice(page, "# Benchmarks\n\n## Nope: x\n")

@@ -56,6 +56,68 @@ def test_words_must_all_match_and_the_better_match_ranks_first() -> None:
     assert services.search(thread, "refund zebra") == []
 
 
+def test_a_message_unlike_the_repeats_comes_before_them(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Thirty status updates in the same words (numbers, a status and a carrier aside)
+    outrank, by their words alone, the one message that says something else about the
+    kettle order; it is among the first five all the same, and every repeat still
+    follows. Without the near-duplicate rule it is not in the first five."""
+    from agentmemory.search import rank
+
+    thread = Thread.objects.create(owner=owner())
+    statuses = ["is in transit", "is held at customs", "is out for delivery"]
+    carriers = ["DHL", "UPS", "GLS"]
+    repeats = say(thread, *[
+        f"Order #{40000 + n} (a kettle) {statuses[n % 3]}. I have asked {carriers[n // 3 % 3]} "
+        "to prioritise it." for n in range(30)
+    ])
+    (other,) = say(thread, "About the refund that was approved a week ago, for my own "
+                           "records: that order, from the outlet store, was the kettle.")
+    top = [h.entry_id for h in services.search(thread, "kettle order", limit=5)]
+    assert other.pk in top
+    assert len(set(top) & {entry.pk for entry in repeats}) == 4
+    every = [h.entry_id for h in services.search(thread, "kettle order", limit=50)]
+    assert sorted(every) == sorted([other.pk, *[entry.pk for entry in repeats]])
+    monkeypatch.setattr(rank, "SIMILAR", 1.01)  # nothing is a near-duplicate
+    assert other.pk not in [h.entry_id for h in services.search(thread, "kettle order",
+                                                               limit=5)]
+
+
+def test_bm25_counts_a_word_most_messages_hold_and_its_inflections() -> None:
+    """Lucene's IDF stays above zero for a word more than half the messages hold (FTS5's
+    bm25() clamps it to about zero, so its repetitions counted for nothing), and a
+    term's frequency counts its inflections, as FTS5's porter stemmer matched them."""
+    from agentmemory.search import rank
+    from agentmemory.search.query import parse_query
+
+    assert rank.idf(100, 90) > 0.1
+    twice, once = "kettle order ordered", "kettle order arrived"  # as long as each other
+    better, worse = rank.bm25(parse_query("kettle orders"), [twice, once], 100, [2, 90])
+    assert better - worse > 0.03  # FTS5's clamped IDF: 4e-7
+    assert rank.probe(("orders",)) == rank.probe(("ordered",)) == "order"
+    assert rank.probe(("two", "working", "days")) == "two working day"
+
+
+@pytest.mark.skipif(connection.vendor != "sqlite", reason="FTS5's statements")
+def test_sqlite_search_reads_a_bounded_part_of_the_index() -> None:
+    """No statement of a search calls FTS5's bm25() (it reads every match of every term
+    in the whole index), and each one that matches is bounded: by a LIMIT, or by a rowid
+    range FTS5 applies inside its doclists."""
+    from django.test.utils import CaptureQueriesContext
+
+    thread = Thread.objects.create(owner=owner())
+    say(thread, *[f"kettle order number {n}" for n in range(40)])
+    with CaptureQueriesContext(connection) as captured:
+        assert services.search(thread, 'kettle "order number"')
+    matching = [q["sql"] for q in captured.captured_queries if " MATCH " in q["sql"]]
+    assert len(matching) == 3
+    assert not any("bm25(" in sql for sql in matching)
+    for sql in matching:
+        for clause in sql.split(" MATCH ")[1:]:
+            assert "LIMIT" in clause or "rowid >" in clause, sql
+
+
 def test_a_quoted_phrase_matches_the_words_in_that_order_only() -> None:
     thread = Thread.objects.create(owner=owner())
     together, apart = say(thread, "the blue box arrived", "a box, painted blue, arrived")

@@ -14,17 +14,22 @@ themselves (`MEMORY_TOOL_NAMES`), so a search never finds its own earlier answer
   language is ``SEARCH_LANGUAGE`` as it was when the migration ran.
 
 Both rank only the newest `RANKED_MATCHES` matches in scope, so a search's time does
-not grow with the history a common word matches.
+not grow with the history a common word matches: PostgreSQL with ``ts_rank_cd``, SQLite
+in Python (`agentmemory.search.rank.bm25`: FTS5's ``bm25()`` reads every match of a
+term in the whole index). Near-duplicates of a better hit come after the distinct hits
+(`agentmemory.search.rank.distinct_first`); only the hits returned get a snippet
+(`snippets`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from django.db import connection
 
+from agentmemory.search import rank
 from agentmemory.search.query import SearchQuery
 
 #: Tool results that are never indexed: what the memory tools returned.
@@ -57,7 +62,6 @@ def pg_text(column: str = "content") -> str:
 class Candidate:
     entry_id: int
     score: float
-    snippet: str
 
 
 @dataclass(frozen=True)
@@ -73,12 +77,29 @@ class Scope:
     every_thread: bool = False
 
 
-def lookup(query: SearchQuery, scope: Scope, *, limit: int, language: str) -> list[Candidate]:
-    """The best ``limit`` indexed entries in ``scope`` matching every term, best first.
-    Expiry is not applied here (`services.search` applies the queryset's rule)."""
-    if connection.vendor == "postgresql":
-        return _postgres(query, scope, limit, language)
-    return _sqlite(query, scope, limit)
+def lookup(query: SearchQuery, scope: Scope, *, limit: int, distinct: int,
+           language: str) -> list[Candidate]:
+    """The best ``limit`` indexed entries in ``scope`` matching every term, best first,
+    with up to ``distinct`` of them not near-duplicates of a better one first
+    (`rank.distinct_first`). Expiry is not applied here (`services.search` applies the
+    queryset's rule), nor are snippets made (`snippets`, for the hits kept)."""
+    engine = _engine(language)
+    ranked = engine.ranked(query, scope)
+    if not ranked:
+        return []
+    scores = dict(ranked)
+    order = rank.distinct_first([pk for pk, _ in ranked], engine.text, distinct)[:limit]
+    return [Candidate(pk, scores[pk]) for pk in order]
+
+
+def snippets(query: SearchQuery, ids: list[int], *, language: str) -> dict[int, str]:
+    """Each entry's text around the words of ``query``, those marked (`MARK_OPEN`,
+    `MARK_CLOSE`), by id; ``ids`` are entries that match it."""
+    return _engine(language).snippets(query, ids) if ids else {}
+
+
+def _engine(language: str) -> Lookup:
+    return TsvectorLookup(language) if connection.vendor == "postgresql" else Fts5Lookup()
 
 
 def _filters(scope: Scope, params: list[Any]) -> str:
@@ -110,65 +131,136 @@ def _filters(scope: Scope, params: list[Any]) -> str:
 #: history (all of a million entries may hold "order"); the newest matches are the
 #: ones an agent most likely means, and a rarer word or a phrase narrows them.
 RANKED_MATCHES = 1_000
+# CROSS JOIN keeps FTS5 the outer loop (SQLite never reorders it), so the matches come
+# newest first from its doclists and the read stops at the LIMIT; a plain JOIN lets the
+# planner start from the owner's threads and sort every match of each.
+_JOINS = (f"CROSS JOIN agentmemory_memoryentry e ON e.id = {FTS_TABLE}.rowid "
+          "CROSS JOIN agentmemory_thread t ON t.id = e.thread_id")
 
 
-def _sqlite(query: SearchQuery, scope: Scope, limit: int) -> list[Candidate]:
+class Lookup(Protocol):
+    def ranked(self, query: SearchQuery, scope: Scope) -> list[tuple[int, float]]: ...
+
+    def text(self, pk: int) -> str: ...
+
+    def snippets(self, query: SearchQuery, ids: list[int]) -> dict[int, str]: ...
+
+
+def _fts_match(query: SearchQuery) -> str:
     # Every term quoted: FTS5 reads each as a string (a phrase when it has several
     # words), never as an operator, so no query can fail to parse.
-    match = " ".join('"' + " ".join(term) + '"' for term in query.terms)
-    scoped: list[Any] = [match]
-    where = _filters(scope, scoped)
-    joins = (f"JOIN agentmemory_memoryentry e ON e.id = {FTS_TABLE}.rowid "
-             "JOIN agentmemory_thread t ON t.id = e.thread_id")
-    matching = f"{FTS_TABLE} MATCH %s AND {indexed_row('e')} AND {where}"
-    # FTS5 yields matches newest first from its doclists and stops at the
-    # RANKED_MATCHES-th in scope; only matches from that one on are ranked (a rowid
-    # range FTS5 applies inside the index).
-    sql = (
-        f"SELECT e.id, bm25({FTS_TABLE}), snippet({FTS_TABLE}, 0, %s, %s, %s, 24) "
-        f"FROM {FTS_TABLE} {joins} WHERE {matching} AND {FTS_TABLE}.rowid >= ("
-        f"SELECT coalesce(min(id), 0) FROM (SELECT {FTS_TABLE}.rowid AS id FROM {FTS_TABLE} "
-        f"{joins} WHERE {matching} ORDER BY {FTS_TABLE}.rowid DESC LIMIT %s)) "
-        f"ORDER BY bm25({FTS_TABLE}), e.id LIMIT %s"
-    )
-    params = [MARK_OPEN, MARK_CLOSE, ELLIPSIS, *scoped, *scoped, RANKED_MATCHES, limit]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        # bm25 is lower for better matches: the score is its negation.
-        return [Candidate(pk, -float(rank), snippet) for pk, rank, snippet in cursor.fetchall()]
+    return " ".join('"' + " ".join(term) + '"' for term in query.terms)
 
 
-def _postgres(query: SearchQuery, scope: Scope, limit: int, language: str) -> list[Candidate]:
-    # Each term through phraseto_tsquery, which accepts any text: no query can fail.
-    # Written out where it is used (not a CTE): the planner folds it to a constant and
-    # reads the column's statistics, so a word most rows hold is found by walking the
-    # newest rows, a rare one through the GIN index.
-    tsquery = "(" + " && ".join(
-        f"phraseto_tsquery('{language}'::regconfig, %s)" for _ in query.terms
-    ) + ")"
-    words: list[Any] = [" ".join(term) for term in query.terms]
-    scoped: list[Any] = [*words]
-    where = _filters(scope, scoped)
-    # The stored vector (the initial migration) is ranked without being computed again; only
-    # the newest RANKED_MATCHES matches in scope are ranked, and only the rows kept get
-    # a headline (it reads the whole text).
-    sql = (
-        "WITH recent AS (SELECT e.id, e.search_vector FROM agentmemory_memoryentry e "
-        "JOIN agentmemory_thread t ON t.id = e.thread_id "
-        f"WHERE e.search_vector @@ {tsquery} AND {where} ORDER BY e.id DESC LIMIT %s), "
-        f"best AS (SELECT recent.id, ts_rank_cd(recent.search_vector, {tsquery}) AS rank "
-        "FROM recent ORDER BY rank DESC, recent.id LIMIT %s) "
-        f"SELECT best.id, best.rank, ts_headline('{language}'::regconfig, "
-        f"{pg_text('e.content')}, {tsquery}, %s) "
-        "FROM best JOIN agentmemory_memoryentry e ON e.id = best.id "
-        "ORDER BY best.rank DESC, best.id"
-    )
-    params = [*scoped, RANKED_MATCHES, *words, limit, *words,
-              f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, "
-              f"FragmentDelimiter={ELLIPSIS}, MaxFragments=2, MaxWords=24, MinWords=8"]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [Candidate(pk, float(rank), snippet) for pk, rank, snippet in cursor.fetchall()]
+class Fts5Lookup:
+    """FTS5 finds the newest RANKED_MATCHES matches in scope (newest first from its
+    doclists, so it stops there); they are scored in Python (`rank.bm25`), since FTS5's
+    bm25() reads every match of every term in the whole index on each call."""
+
+    def __init__(self) -> None:
+        self.texts: dict[int, str] = {}
+
+    def ranked(self, query: SearchQuery, scope: Scope) -> list[tuple[int, float]]:
+        self.texts = self.pool(query, scope)
+        if not self.texts:
+            return []
+        window, holding = self.rarity(query)
+        scores = rank.bm25(query, list(self.texts.values()), window, holding)
+        return sorted(zip(self.texts, scores, strict=True), key=lambda pair: (-pair[1], pair[0]))
+
+    @staticmethod
+    def pool(query: SearchQuery, scope: Scope) -> dict[int, str]:
+        """The newest RANKED_MATCHES matches in scope and their texts."""
+        scoped: list[Any] = [_fts_match(query)]
+        where = _filters(scope, scoped)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT e.id, e.content FROM {FTS_TABLE} {_JOINS} WHERE {FTS_TABLE} MATCH %s "
+                f"AND {indexed_row('e')} AND {where} ORDER BY {FTS_TABLE}.rowid DESC LIMIT %s",
+                [*scoped, RANKED_MATCHES])
+            return dict(cursor.fetchall())
+
+    @staticmethod
+    def rarity(query: SearchQuery) -> tuple[int, list[int]]:
+        """The index's newest IDF_WINDOW ids, and how many of them hold each term: FTS5
+        applies the rowid bound inside its doclists, so a count reads that many at most."""
+        oldest = f"(SELECT max(coalesce(max(id), 0) - {rank.IDF_WINDOW}, 0) " \
+                 "FROM agentmemory_memoryentry)"
+        counts = "".join(f", (SELECT count(*) FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s "
+                         f"AND rowid > {oldest})" for _ in query.terms)
+        with connection.cursor() as cursor:
+            cursor.execute(f"SELECT (SELECT coalesce(max(id), 0) FROM agentmemory_memoryentry) "
+                           f"- {oldest}{counts}",
+                           [_fts_match(SearchQuery((term,))) for term in query.terms])
+            window, *holding = cursor.fetchone()
+        return int(window), [int(count) for count in holding]
+
+    def text(self, pk: int) -> str:
+        return self.texts[pk]
+
+    def snippets(self, query: SearchQuery, ids: list[int]) -> dict[int, str]:
+        # FTS5 reads the matches within the ids' rowid range (inside the pool's, so no
+        # more than the pool read); the ids are a filter (``+rowid``: given to FTS5 as
+        # an IN list, each would be a query of its own, a seek into every term's doclist).
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT rowid, snippet({FTS_TABLE}, 0, %s, %s, %s, 24) FROM {FTS_TABLE} "
+                f"WHERE {FTS_TABLE} MATCH %s AND rowid >= %s AND rowid <= %s "
+                f"AND +rowid IN ({', '.join(['%s'] * len(ids))})",
+                [MARK_OPEN, MARK_CLOSE, ELLIPSIS, _fts_match(query), min(ids), max(ids), *ids])
+            return dict(cursor.fetchall())
+
+
+class TsvectorLookup:
+    """The newest RANKED_MATCHES matches in scope ranked by ts_rank_cd over the stored
+    vectors, with the start of their texts (what `rank.distinct_first` compares); only
+    the rows returned get a headline (it reads the whole text)."""
+
+    def __init__(self, language: str) -> None:
+        self.language = language
+        self.texts: dict[int, str] = {}
+
+    def _tsquery(self, query: SearchQuery) -> tuple[str, list[Any]]:
+        # Each term through phraseto_tsquery, which accepts any text: no query can fail.
+        return ("(" + " && ".join(f"phraseto_tsquery('{self.language}'::regconfig, %s)"
+                                  for _ in query.terms) + ")",
+                [" ".join(term) for term in query.terms])
+
+    def ranked(self, query: SearchQuery, scope: Scope) -> list[tuple[int, float]]:
+        # Written out where it is used (not a CTE): the planner folds it to a constant and
+        # reads the column's statistics, so a word most rows hold is found by walking the
+        # newest rows, a rare one through the GIN index.
+        tsquery, words = self._tsquery(query)
+        scoped: list[Any] = [*words]
+        where = _filters(scope, scoped)
+        with connection.cursor() as cursor:
+            # The content is cut after the LIMIT: cut in the CTE, every match of a phrase
+            # the GIN index finds would be (+35% at a million entries); passed up as it is,
+            # a long one is a TOAST pointer until then.
+            cursor.execute(
+                "WITH recent AS (SELECT e.id, e.search_vector, e.content FROM "
+                "agentmemory_memoryentry e JOIN agentmemory_thread t ON t.id = e.thread_id "
+                f"WHERE e.search_vector @@ {tsquery} AND {where} ORDER BY e.id DESC LIMIT %s) "
+                f"SELECT recent.id, ts_rank_cd(recent.search_vector, {tsquery}) AS rank, "
+                "left(recent.content, %s) FROM recent ORDER BY rank DESC, recent.id",
+                [*scoped, RANKED_MATCHES, *words, rank.SIMILAR_CHARS])
+            rows = cursor.fetchall()
+        self.texts = {int(pk): text for pk, _, text in rows}
+        return [(int(pk), float(score)) for pk, score, _ in rows]
+
+    def text(self, pk: int) -> str:
+        return self.texts[pk]
+
+    def snippets(self, query: SearchQuery, ids: list[int]) -> dict[int, str]:
+        tsquery, words = self._tsquery(query)
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"SELECT id, ts_headline('{self.language}'::regconfig, {pg_text('content')}, "
+                f"{tsquery}, %s) FROM agentmemory_memoryentry WHERE id = ANY(%s)",
+                [*words, f"StartSel={MARK_OPEN}, StopSel={MARK_CLOSE}, "
+                 f"FragmentDelimiter={ELLIPSIS}, MaxFragments=2, MaxWords=24, MinWords=8",
+                 ids])
+            return dict(cursor.fetchall())
 
 
 def forget_deleted() -> None:

@@ -20,8 +20,11 @@ from agentmemory.search.index import FTS_TABLE, indexed_row, pg_text
 ENTRY_TABLE = "agentmemory_memoryentry"
 
 _SQLITE_CREATE = [
+    # columnsize=0: no row of token counts per entry (the %_docsize table), a page less
+    # written by every append; only FTS5's bm25() read it, and ranking does without
+    # (agentmemory.search.rank). snippet() counts a hit's tokens itself.
     f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, content='{ENTRY_TABLE}', "
-    "content_rowid='id', tokenize='porter unicode61 remove_diacritics 2')",
+    "content_rowid='id', columnsize=0, tokenize='porter unicode61 remove_diacritics 2')",
     f"CREATE TRIGGER {FTS_TABLE}_insert AFTER INSERT ON {ENTRY_TABLE} "
     f"WHEN {indexed_row('new')} BEGIN "
     f"INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END",

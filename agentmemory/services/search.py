@@ -16,7 +16,7 @@ from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, AgentMemoryError
 from agentmemory.models import MemoryEntry, Role, Thread
 from agentmemory.pipeline.blocks import Block, blocks_of, entry_cost
-from agentmemory.search.index import Candidate, Scope, lookup
+from agentmemory.search.index import Candidate, Scope, lookup, snippets
 from agentmemory.search.query import InvalidSearchQuery, parse_query
 from agentmemory.trust.quarantine import strip_invisible
 
@@ -83,7 +83,10 @@ def search(
 ) -> list[SearchHit]:
     """The originals of one thread, or of every thread of one owner (a user), or with
     `EVERY_THREAD` of every thread, that hold every word and quoted phrase of ``query``,
-    best match first, at most ``limit``.
+    best match first, at most ``limit``. A message that repeats a better hit's words
+    (the same text but for a few words: the same order status for another order) comes
+    after the hits that say something else, so a short result is not one thing many
+    times over; the score says how well each matched.
 
     Messages only (never summaries, never the memory tools' own results), not expired
     at ``now``; ``roles`` keeps those roles, ``after``/``before`` bound ``created_at``.
@@ -113,9 +116,24 @@ def search(
         if scope.owner_id is None:
             raise InvalidSearchQuery("must be a Thread or a saved user.", field="owner")
     # A few more than asked: rows expired but not yet purged are dropped below.
-    candidates = lookup(terms, scope, limit=limit * 2 + 10,
-                        language=memory_settings.SEARCH_LANGUAGE)
-    return _hits(candidates, now or timezone.now())[:limit]
+    language = memory_settings.SEARCH_LANGUAGE
+    candidates = lookup(terms, scope, limit=limit * 2 + 10, distinct=limit, language=language)
+    kept = _unexpired(candidates, now or timezone.now())[:limit]
+    texts = snippets(terms, [c.entry_id for c, _ in kept], language=language)
+    return [
+        SearchHit(
+            entry_id=c.entry_id,
+            thread_id=row["thread_id"],
+            turn=row["turn"],
+            position=row["position"],
+            role=row["role"],
+            snippet=strip_invisible(texts.get(c.entry_id, "")),
+            score=round(c.score, 6),
+            covered_by_id=row["covered_by_id"],
+            covered_by_handle=row["covered_by__summary_key"],
+        )
+        for c, row in kept
+    ]
 
 
 async def asearch(
@@ -139,7 +157,8 @@ def _roles(roles: Any) -> tuple[str, ...] | None:
     return tuple(roles) if roles is not None else None
 
 
-def _hits(candidates: list[Candidate], now: datetime) -> list[SearchHit]:
+def _unexpired(candidates: list[Candidate], now: datetime) -> list[tuple[Candidate, Any]]:
+    """The candidates whose entry is not expired at ``now``, each with its row."""
     rows = {
         row["pk"]: row
         for row in MemoryEntry.objects.filter(pk__in=[c.entry_id for c in candidates])
@@ -147,21 +166,7 @@ def _hits(candidates: list[Candidate], now: datetime) -> list[SearchHit]:
         .values("pk", "thread_id", "turn", "position", "role", "covered_by_id",
                 "covered_by__summary_key")
     }
-    return [
-        SearchHit(
-            entry_id=c.entry_id,
-            thread_id=row["thread_id"],
-            turn=row["turn"],
-            position=row["position"],
-            role=row["role"],
-            snippet=strip_invisible(c.snippet),
-            score=round(c.score, 6),
-            covered_by_id=row["covered_by_id"],
-            covered_by_handle=row["covered_by__summary_key"],
-        )
-        for c in candidates
-        if (row := rows.get(c.entry_id)) is not None
-    ]
+    return [(c, row) for c in candidates if (row := rows.get(c.entry_id)) is not None]
 
 
 @dataclass(frozen=True)
