@@ -18,7 +18,10 @@ from django.test import override_settings
 from agentmemory import services
 from agentmemory.folding import DeclineReason
 from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+from agentmemory.pipeline.blocks import entry_cost
+from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.plan import MIN_CHUNK_SHARE
 from agentmemory.summarizers import testing
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import TRANSCRIPT_CLOSE, TRANSCRIPT_OPEN
@@ -142,6 +145,30 @@ def test_a_fold_keeps_the_context_before_the_first_summary_it_rewrites(
         assert kept[: len(untouched)] == untouched
         assert untouched == [m.id for m in before.messages[: len(untouched)]]
     assert folds
+
+
+@pytest.mark.parametrize("shape", ["heavy", "chatty"])
+@pytest.mark.parametrize("budget", [4000, 16000])
+def test_a_fold_the_room_does_not_need_waits_for_a_share_of_it(shape: str, budget: int) -> None:
+    """Where the room holds many turns, a fold reads at least MIN_CHUNK_SHARE of it in new
+    messages: the calls stay within 4 x conversation / budget however small the turns,
+    and no recall says a fold was declined meanwhile (it was not due yet)."""
+    thread = Thread.objects.create()
+    with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        results = converse(thread, shape, 160 if budget == 4000 else 500, budget)
+        room = context_room(budget, RecallConfig.build())
+    summaries = MemoryEntry.objects.filter(thread=thread, kind=EntryKind.SUMMARY)
+    assert summaries.count() >= 2
+    for summary in summaries:
+        new = sum(entry_cost(e) for e in services.expand(summary) if not e.is_summary)
+        assert new >= MIN_CHUNK_SHARE * room, (summary.summary_key, new, room)
+    conversation_tokens = sum(
+        MemoryEntry.objects.filter(thread=thread, kind=EntryKind.MESSAGE)
+        .values_list("token_count", flat=True)
+    )
+    calls = SummarizerCall.objects.filter(thread=thread).count()
+    assert calls == summaries.count() <= 4 * conversation_tokens / budget
+    assert not [r for r in results if r.decline]
 
 
 def test_a_merged_summary_says_how_many_original_messages_and_which_turns() -> None:

@@ -75,13 +75,21 @@ def fold_trigger(room: int, config: RecallConfig) -> float | None:
     return min(float(room), max(room * config.high_water, float(config.trigger_min_tokens)))
 
 
+#: A fold the room does not need yet waits until its run of messages holds this share
+#: of the room, so the conversation is folded in at most one call per 0.35 x the room
+#: (docs/concepts.md): folding smaller runs sooner was dearer on both benchmark
+#: workloads (docs/benchmarks.md), and 2.9 calls per room is within the calls bound of
+#: 4 x conversation / budget. A needed fold (the alternative is a gap) never waits.
+MIN_CHUNK_SHARE = 0.35
+
 #: What a summary is expected to take of the room before the thread has one to go by:
 #: the label and a summary of a few sentences.
 DEFAULT_SUMMARY_COST = 200
 
 
 def next_fold(
-    entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
+    entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool,
+    patient: bool = True,
 ) -> FoldPlan | None:
     """The next span to fold, or None when no fold is due or possible.
 
@@ -98,7 +106,8 @@ def next_fold(
     trigger's). When the room cannot hold what is visible (``needed``: the alternative is
     a context that leaves history out), any run of whole blocks is folded, widened into
     the verbatim tail (never its newest turn) until it outweighs the summary it will
-    become, and a merge may take every summary within half the room.
+    become, and a merge may take every summary within half the room. Otherwise a run
+    waits until it holds `MIN_CHUNK_SHARE` of the room (``patient=False``: it does not).
     """
     if not fold_pressure(entries, room, config, complete=complete):
         return None
@@ -130,7 +139,7 @@ def next_fold(
                 # The newest run may borrow from the tail, never its newest turn.
                 last = _widen(blocks, first, last, estimate)
             chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed,
-                           by_count=counted)
+                           by_count=counted, patient=patient)
             if chunk is not None and needed and chunk.span_tokens <= estimate:
                 last_resort, chunk = chunk, None
             if chunk is not None:
@@ -148,7 +157,7 @@ def next_fold(
         # with its next original to expire, and bring the rest back once more).
         for first, last in runs[1:]:
             chunk = _chunk(blocks, first, last, room, config, estimate, needed=needed,
-                           by_count=False)
+                           by_count=False, patient=patient)
             if chunk is not None:
                 return chunk
         return last_resort or merge(blocks, config.input_limit)
@@ -219,13 +228,14 @@ def _message_run_bounds(blocks: list[Block]) -> list[tuple[int, int]]:
 
 def _chunk(
     blocks: list[Block], first: int, last: int, room: int, config: RecallConfig, estimate: int,
-    *, needed: bool, by_count: bool,
+    *, needed: bool, by_count: bool, patient: bool = True,
 ) -> FoldPlan | None:
     """The run ``blocks[first:last]`` from its oldest block, cut at ``input_limit`` tokens,
     with the summaries right before it that the new summary must absorb to keep the
     summaries within `summary_room`: None when not worth a call (``by_count``, the count
     trigger's fold: fewer entries than the smallest fold; else a run, with what it
-    absorbs, no larger than the summary it becomes), unless ``needed``: then only the
+    absorbs, no larger than the summary it becomes; ``patient``, the token trigger's: a
+    run under `MIN_CHUNK_SHARE` of the room), unless ``needed``: then only the
     summarizer's answer can decline it."""
     summaries = [b for b in blocks if b.is_summary]
     share = summary_room(room, config, estimate)
@@ -250,6 +260,8 @@ def _chunk(
             return None
     elif not needed and sum(b.tokens for b in span) + absorbed_tokens <= estimate:
         return None  # likely no smaller than its span: not worth a call unless needed
+    elif not needed and patient and sum(b.tokens for b in span) < room * MIN_CHUNK_SHARE:
+        return None  # not yet: the conversation grows into it
     merged = [b.entries[0] for b in absorb]
     capped = tuple(e.pk for e in merged if e.coverage.level >= MAX_SUMMARY_LEVEL)
     return FoldPlan.over([*merged, *(e for b in span for e in b.entries)], absorbed=capped)

@@ -69,7 +69,11 @@ def plan_next(
 def declined_as_not_worth_a_call(
     entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
 ) -> bool:
-    """With no plan: was a fold due all the same (so the decline is said out loud)?"""
+    """With no plan: was a fold due all the same (so the decline is said out loud)? Not
+    when a run only waits to grow to `plan.MIN_CHUNK_SHARE` of the room: that fold is
+    not declined, just not due yet."""
     if config.budget_driven:
-        return fold_pressure(entries, room, config, complete=complete)
+        return fold_pressure(entries, room, config, complete=complete) and next_fold(
+            entries, room, config, complete=complete, patient=False
+        ) is None
     return len(entries) > config.preserve_recent
