@@ -736,7 +736,7 @@ def publish(results: dict[str, Any], output: str, parts: list[str] | None = None
         if parts is None or set(PARTS) <= set(parts):
             text = _keep_api_section(previous, text)
         else:
-            text = splice(previous, text)
+            text = splice(previous, text, parts)
     if output == "-":
         print(text)
     else:
@@ -756,11 +756,40 @@ def _heading(section: str) -> str:
     return section.split("\n", 1)[0].split(":", 1)[0]
 
 
-def splice(previous: str, partial: str) -> str:
+#: The part whose figures each level-2 section shows (its heading up to a colon). A run of
+#: some parts renders every section, those of the parts it skipped from no figures.
+SECTION_PARTS = {
+    "## Recall and fold on long threads": "sizes",
+    "## Recall on folded threads": "folded",
+    "## Recall against the floor": "floor",
+    "## Peak memory of a recall, a fold and a purge batch": "sizes",
+    "## Appends and purge": "sizes",
+    "## The seeded conversation": "conversation",
+    "## Savings of the seeded conversation (recall receipts)": "conversation",
+    "## The same conversation through peer libraries": "peers",
+    "## Economy": "economy",
+    "## Economy beside the peers": "peers",
+    "## Retention": "retention",
+    "## Recovery": "recovery",
+    "## Search": "search",
+    "## Cost": "cost",
+    "## What the figures say": "sizes",
+}
+
+
+def splice(previous: str, partial: str, parts: list[str] | None = None) -> str:
     """``previous`` with each level-2 section of ``partial`` (a run of some parts) put in
     place of its section of the same name; the rest of the page, the introduction
-    included, stays as the full run wrote it. A section the page lacks is an error."""
+    included, stays as the full run wrote it. With ``parts``, only the sections of those
+    parts (`SECTION_PARTS`) are replaced. A section the page lacks, or one with no part,
+    is an error."""
     fresh = {_heading(section): section for section in _sections(partial)[1:]}
+    unowned = set(fresh) - set(SECTION_PARTS)
+    if parts is not None and unowned:
+        raise SystemExit(f"bench: no part is known to write {sorted(unowned)}: add it to "
+                         "bench/run.py's SECTION_PARTS.")
+    if parts is not None:
+        fresh = {name: text for name, text in fresh.items() if SECTION_PARTS[name] in parts}
     pieces = _sections(previous)
     missing = set(fresh) - {_heading(piece) for piece in pieces[1:]}
     if missing:

@@ -130,3 +130,32 @@ def test_a_part_run_alone_replaces_only_its_sections_of_the_page() -> None:
     assert "intro 1" in both and "intro 2" not in both
     with pytest.raises(SystemExit, match="Nope"):
         splice(page, "# Benchmarks\n\n## Nope: x\n")
+
+
+def test_a_part_run_leaves_the_sections_of_the_parts_it_skipped() -> None:
+    """A run of some parts renders every section, the skipped parts' from no figures (the
+    peers' table as dashes): only the sections of the parts it ran replace the page's."""
+    from bench.run import splice
+
+    page = ("# Benchmarks\n\nintro\n\n## The seeded conversation\n\nold turns\n\n"
+            "## The same conversation through peer libraries\n\nold peers\n\n"
+            "## Economy: budget-driven recall\n\nold economy\n")
+    partial = ("# Benchmarks\n\nintro 2\n\n## The seeded conversation\n\nnew turns\n\n"
+               "## The same conversation through peer libraries\n\n—\n\n"
+               "## Economy: budget-driven recall\n\nnew economy\n")
+    spliced = splice(page, partial, ["conversation", "economy"])
+    assert "new turns" in spliced and "new economy" in spliced and "old peers" in spliced
+    assert "—" not in spliced and "old turns" not in spliced
+    assert "—" in splice(page, partial)  # without the parts: every section (the old way)
+    with pytest.raises(SystemExit, match="SECTION_PARTS"):
+        splice(page, partial + "\n## Nope: x\n", ["conversation"])
+
+
+def test_every_section_of_the_page_has_its_part() -> None:
+    from bench.api import MARK_START
+    from bench.run import OUTPUT, PARTS, SECTION_PARTS, _heading, _sections
+
+    page = OUTPUT.read_text(encoding="utf-8").split(MARK_START, 1)[0]
+    headings = {_heading(section) for section in _sections(page)[1:]}
+    assert headings <= set(SECTION_PARTS), headings - set(SECTION_PARTS)
+    assert set(SECTION_PARTS.values()) <= set(PARTS)
