@@ -13,7 +13,10 @@ import random
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.test import override_settings
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
 
 from agentmemory import services
 from agentmemory.folding import DeclineReason
@@ -169,6 +172,33 @@ def test_a_fold_the_room_does_not_need_waits_for_a_share_of_it(shape: str, budge
     calls = SummarizerCall.objects.filter(thread=thread).count()
     assert calls == summaries.count() <= 4 * conversation_tokens / budget
     assert not [r for r in results if r.decline]
+
+
+def test_a_recall_whose_fold_waits_for_its_share_writes_nothing() -> None:
+    """Past the trigger, while the newest run is under MIN_CHUNK_SHARE of the room, an
+    inline recall neither takes the fold lease nor reads the thread again: only the
+    recalls that fold write. Some recalls did wait (the trigger was passed without a
+    fold), or the test proves nothing."""
+    thread = Thread.objects.create()
+    writes = waited = folded = 0
+    with override_settings(AGENTMEMORY=recording_settings(SUMMARY)):
+        config = RecallConfig.build()
+        room = context_room(4000, config)
+        for turn in conversation("heavy", 160):
+            services.append(thread, turn[0])
+            loaded = list(MemoryEntry.objects.visible(timezone.now()).filter(thread=thread)
+                          .select_related("coverage"))
+            over = sum(map(entry_cost, loaded)) > config.high_water * room
+            with CaptureQueriesContext(connection) as queries:
+                result = services.recall(thread, 4000)
+            wrote = any(q["sql"].lstrip().upper().startswith(("UPDATE", "INSERT"))
+                        for q in queries.captured_queries)
+            folded += result.folded_summary_id is not None
+            writes += wrote
+            waited += over and result.folded_summary_id is None
+            assert wrote == (result.folded_summary_id is not None), result
+            services.append(thread, turn[1:])
+    assert folded and waited
 
 
 def test_a_merged_summary_says_how_many_original_messages_and_which_turns() -> None:

@@ -77,3 +77,16 @@ def declined_as_not_worth_a_call(
             entries, room, config, complete=complete, patient=False
         ) is None
     return len(entries) > config.preserve_recent
+
+
+def waiting_for_its_share(
+    entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
+) -> bool:
+    """Whether the only fold over a complete load is a run still growing to
+    `plan.MIN_CHUNK_SHARE` of the room: not due yet, so an inline recall takes no fold
+    lease and reads nothing again for it."""
+    return (
+        complete and config.budget_driven
+        and next_fold(entries, room, config, complete=True) is None
+        and next_fold(entries, room, config, complete=True, patient=False) is not None
+    )
