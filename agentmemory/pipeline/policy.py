@@ -79,13 +79,16 @@ def declined_as_not_worth_a_call(
     return len(entries) > config.preserve_recent
 
 
-def waiting_for_its_share(
+def due_now(
     entries: list[MemoryEntry], room: int, config: RecallConfig, *, complete: bool
 ) -> bool:
-    """Whether the only fold over a complete load is a run still growing to
-    `plan.MIN_CHUNK_SHARE` of the room: not due yet, so an inline recall takes no fold
-    lease and reads nothing again for it."""
-    return (
+    """Whether an inline recall over ``entries`` should take the fold lease: a fold is due
+    (`plan.fold_pressure`), unless the only fold over a complete load is a run still
+    growing to `plan.MIN_CHUNK_SHARE` of the room (not due yet: no lease, nothing read
+    again for it)."""
+    if not fold_pressure(entries, room, config, complete=complete):
+        return False
+    return not (
         complete and config.budget_driven
         and next_fold(entries, room, config, complete=True) is None
         and next_fold(entries, room, config, complete=True, patient=False) is not None

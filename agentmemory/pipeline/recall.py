@@ -33,13 +33,7 @@ from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import formatted
 from agentmemory.pipeline.intact import load_intact, load_oldest_intact
 from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT, count_visible, row_cap
-from agentmemory.pipeline.plan import fold_pressure
-from agentmemory.pipeline.policy import (
-    declined_as_not_worth_a_call,
-    fold_view,
-    plan_next,
-    waiting_for_its_share,
-)
+from agentmemory.pipeline.policy import declined_as_not_worth_a_call, due_now, fold_view, plan_next
 from agentmemory.pipeline.summarize import FoldOutcome, decline_not_worth_a_call, fold_span
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
 from agentmemory.trust.quarantine import strip_invisible
@@ -169,8 +163,7 @@ def recall_context(
         config.mode == "inline"
         # Nothing will be injected below the minimum: no fold is paid for it either.
         and budget_tokens - config.reserve_tokens >= config.minimum_tokens
-        and fold_pressure(entries, room, config, complete=loaded.complete)
-        and not waiting_for_its_share(entries, room, config, complete=loaded.complete)
+        and due_now(entries, room, config, complete=loaded.complete)
     ):
         # Until settled, however long the history: a second recall with nothing appended
         # must find nothing left to fold (the contract's idempotence).
