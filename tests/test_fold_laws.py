@@ -637,9 +637,10 @@ def test_prompt_injection_stays_data(recorded: list) -> None:
     assert summary.content.startswith("[summary of earlier turns")
     label, text = summary.content.split("\n", 1)
     assert text == CONTINUATION + INJECTION  # indented: data, never a line of its own
-    assert label == summary_label(from_turn=1, to_turn=3, message_count=12, model="test-model",
+    assert label == summary_label(from_turn=1, to_turn=3, message_count=12,
                            handle="msg-summary-1-3")
-    assert "test-model" in label and "originals kept" in label
+    # The label names no model (provenance is on the coverage row); it says what the text is.
+    assert "test-model" not in label and "by a model; 12 original messages kept" in label
     assert result.messages[0].content == summary.content
 
     [prompt] = recorded

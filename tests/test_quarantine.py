@@ -317,7 +317,7 @@ def test_a_model_that_answers_with_an_instruction_is_flagged_as_output(settings:
     # Still data behind the authored label; without HOLD_FLAGGED it is recalled.
     label, text = summary.content.split("\n", 1)
     assert label == summary_label(from_turn=6, to_turn=20, message_count=15,
-                                  model=MODEL, handle="msg-summary-6-20")
+                                  handle="msg-summary-6-20")
     assert text == CONTINUATION + OBEYING
     assert result.summaries_used == [summary.pk]
 

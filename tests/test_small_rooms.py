@@ -214,8 +214,8 @@ def test_a_merged_summary_says_how_many_original_messages_and_which_turns() -> N
         originals = [e for e in services.expand(summary, recursive=True) if not e.is_summary]
         first, last = min(e.turn for e in originals), max(e.turn for e in originals)
         label = summary.content.partition("\n")[0]
-        assert label.startswith(f"[summary of earlier turns {first}-{last}: ")
-        assert f"standing for {len(originals)} original messages;" in label
+        assert label.startswith(f"[summary of earlier turns {first}-{last} by a model; ")
+        assert f"; {len(originals)} original messages kept," in label
         assert f"handle {summary.summary_key}]" in label
         assert summary.coverage.message_count == len(originals) > summary.coverage.entry_count
 

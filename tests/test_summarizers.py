@@ -434,7 +434,8 @@ def test_recall_folds_once_through_the_openai_backend(
 
         summary = MemoryEntry.objects.get(thread=thread, kind=EntryKind.SUMMARY)
         assert summary.content.startswith(SUMMARY_LABEL_PREFIX)
-        assert TEST_MODEL in summary.content.splitlines()[0]
+        assert TEST_MODEL not in summary.content.splitlines()[0]  # provenance, below
+        assert summary.coverage.model == TEST_MODEL
         assert summary.content.endswith(
             f"\n{CONTINUATION}The user tracked orders 4401-4440; all are in transit.")
         assert first.folded_summary_id == summary.pk

@@ -239,9 +239,10 @@ def fold_span(
 
 def _span_of(plan: FoldPlan, config: RecallConfig) -> Span:
     def label(model: str) -> str:
+        del model  # provenance is on the coverage row; the label names no model
         return summary_label(
             from_turn=plan.from_turn, to_turn=plan.to_turn, message_count=plan.message_count,
-            model=model, handle=plan.key,
+            handle=plan.key,
         )
 
     return Span(
