@@ -30,7 +30,6 @@ from agentmemory.trust.quarantine import (
 from agentmemory.window.compact import compact
 from agentmemory.window.seams import WindowMessage
 from tests.helpers import (
-    MODEL,
     OBEYING,
     PLAIN,
     SLIDING_FOUR,
