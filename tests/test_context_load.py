@@ -11,10 +11,13 @@ background recall is compared with the same recall made on the full load.
 
 from __future__ import annotations
 
+import re
 from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -213,9 +216,6 @@ def test_the_tally_decides_a_fold_as_reading_the_rows_does(
 
 
 def test_an_append_to_a_short_thread_decides_in_one_query_reading_no_row() -> None:
-    from django.db import connection
-    from django.test.utils import CaptureQueriesContext
-
     from agentmemory.services import background
 
     thread = Thread.objects.create()
@@ -226,9 +226,10 @@ def test_an_append_to_a_short_thread_decides_in_one_query_reading_no_row() -> No
 
 
 @pytest.mark.parametrize("extra", [-300, 500])
-def test_a_backlog_is_counted_to_a_bound_past_the_row_cap(extra: int) -> None:
-    """``omitted`` of a backlog longer than the row cap: exact up to `OMITTED_COUNT_LIMIT`
-    past the cap, that bound beyond it (the count stops reading there)."""
+def test_a_backlog_is_counted_to_a_bound(extra: int) -> None:
+    """``omitted`` of a backlog longer than the load: exact up to `OMITTED_COUNT_LIMIT`,
+    that bound beyond it (the count stops reading there, and reads none of the rows the
+    load read)."""
     budget = 600
     cap = load.row_cap(RecallConfig.build(), context_room(budget, RecallConfig.build()))
     size = cap + load.OMITTED_COUNT_LIMIT + extra
@@ -237,6 +238,12 @@ def test_a_backlog_is_counted_to_a_bound_past_the_row_cap(extra: int) -> None:
         {"role": "user" if n % 2 == 0 else "assistant", "content": f"message {n} of the backlog"}
         for n in range(size)
     ])
-    result = services.recall(thread, budget, mode="background")
+    with CaptureQueriesContext(connection) as queries:
+        result = services.recall(thread, budget, mode="background")
     assert result.omitted_reason == "fold-pending"
-    assert result.omitted == min(size, cap + load.OMITTED_COUNT_LIMIT) - len(result.messages)
+    read = result.loaded_count
+    assert read < size
+    assert result.omitted == min(size - len(result.messages), load.OMITTED_COUNT_LIMIT)
+    # The count reads past the load only, and no further than the bound.
+    [count] = [q["sql"] for q in queries if q["sql"].upper().startswith("SELECT COUNT(*)")]
+    assert int(re.findall(r"LIMIT (\d+)", count)[-1]) <= load.OMITTED_COUNT_LIMIT

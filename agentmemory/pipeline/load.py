@@ -91,9 +91,11 @@ def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int)
     return _split(rows, now, complete=len(rows) < cap)
 
 
-#: How far past the row cap a backlog is counted for a recall's ``omitted``: counting to
-#: the end would read every visible row of a never-folded thread on every recall.
-OMITTED_COUNT_LIMIT = 1_000
+#: The most a recall's ``omitted`` counts: counting to the end would read every visible
+#: row of a never-folded thread on every recall. Whatever the load read, the count is
+#: the same, the number left out or this bound, and it reads no more rows than this
+#: past the load.
+OMITTED_COUNT_LIMIT = 500
 
 
 def count_visible(thread: Thread, config: RecallConfig, now: datetime, *, limit: int) -> int:
@@ -101,6 +103,24 @@ def count_visible(thread: Thread, config: RecallConfig, now: datetime, *, limit:
     counted up to ``limit``: the database stops reading there
     (`context_rows.count_visible_rows`)."""
     return context_rows.count_visible_rows(thread.pk, config.tiers, now, limit=limit)
+
+
+def count_unloaded(
+    thread: Thread, loaded: Loaded, config: RecallConfig, now: datetime, *, limit: int
+) -> int:
+    """How many visible entries an incomplete load left unread, up to ``limit``: those
+    older than its oldest message, less the older summaries it read too (`load_context`
+    reads every visible summary). Counting only what lies past the load reads no row
+    twice."""
+    messages = [entry.position for entry in loaded.entries if not entry.is_summary]
+    if not messages:
+        return 0
+    oldest = min(messages)
+    read_older = sum(1 for e in loaded.entries if e.is_summary and e.position < oldest)
+    counted = context_rows.count_visible_rows(
+        thread.pk, config.tiers, now, limit=limit + read_older,
+        before_position=oldest)
+    return max(0, counted - read_older)
 
 
 def tally_visible(

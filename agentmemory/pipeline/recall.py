@@ -32,7 +32,7 @@ from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
 from agentmemory.pipeline.format import formatted
 from agentmemory.pipeline.intact import load_intact, load_oldest_intact
-from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT, count_visible, row_cap
+from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT, count_unloaded
 from agentmemory.pipeline.policy import declined_as_not_worth_a_call, due_now, fold_view, plan_next
 from agentmemory.pipeline.summarize import FoldOutcome, decline_not_worth_a_call, fold_span
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
@@ -73,10 +73,9 @@ class RecalledMessage:
 class RecallResult:
     """The context one recall produced, and why it looks the way it does.
 
-    ``omitted`` counts the visible entries of the thread the context left out (0 when
-    every earlier original is verbatim in it or stood for by a summary in it; of a
-    backlog longer than the load's row cap, at most `OMITTED_COUNT_LIMIT` past that cap
-    are counted), and
+    ``omitted`` counts the visible entries of the thread the context left out, up to
+    `OMITTED_COUNT_LIMIT` (0 when every earlier original is verbatim in it or stood for
+    by a summary in it; a longer backlog is not read to its end), and
     ``omitted_reason`` says why: ``over-budget``, ``fold-pending`` (background mode: a
     fold for this room is on its way), ``max-entries``, ``decayed``,
     ``unpaired-tool-message``, ``newest-turn-too-large`` or ``below-minimum-tokens``.
@@ -188,14 +187,14 @@ def recall_context(
     omitted, omitted_reason = picked.omitted + decayed, picked.omitted_reason
     if decayed and omitted_reason is None:
         omitted_reason = DECAYED
-    if config.budget_driven and not loaded.complete:
-        # History beyond the row cap (a backfill not folded yet) is left out too.
-        visible = count_visible(
-            thread, config, now, limit=row_cap(config, room) + OMITTED_COUNT_LIMIT
-        )
-        if visible > len(loaded.entries):
-            omitted += visible - len(loaded.entries)
+    if config.budget_driven and not loaded.complete and omitted < OMITTED_COUNT_LIMIT:
+        # History beyond the load (a backlog not folded yet) is left out too.
+        unloaded = count_unloaded(thread, loaded, config, now,
+                                  limit=OMITTED_COUNT_LIMIT - omitted)
+        if unloaded:
+            omitted += unloaded
             omitted_reason = omitted_reason or OVER_BUDGET
+    omitted = min(omitted, OMITTED_COUNT_LIMIT)
     background_decline = None
     if (
         config.mode == "background" and config.budget_driven and follow_room is not None

@@ -88,13 +88,19 @@ def more_messages(
 
 
 def count_visible_rows(
-    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int
+    thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int,
+    before_position: int | None = None,
 ) -> int:
-    """The thread's visible entries (`MemoryEntryQuerySet.visible`), counted up to
-    ``limit``: the database stops there."""
+    """The thread's visible entries (`MemoryEntryQuerySet.visible`), those at positions
+    below ``before_position`` when it is given, counted up to ``limit``: the database
+    stops there."""
     shape = _shape(tiers)
+    params = shape.count_params(thread_id, tiers, now, limit)
+    sql = shape.count_sql
+    if before_position is not None:
+        sql, params = shape.older_count_sql, [*params[:-1], before_position, limit]
     with connections[shape.alias].cursor() as cursor:
-        cursor.execute(shape.count_sql, shape.count_params(thread_id, tiers, now, limit))
+        cursor.execute(sql, params)
         return int(cursor.fetchone()[0])
 
 
@@ -167,6 +173,9 @@ class _Shape:
         # Newest first, on the index the load reads, up to the limit.
         self.count_sql = (f"SELECT COUNT(*) FROM (SELECT 1 FROM {e} WHERE {uncovered_live}"
                           f" AND {unexpired} ORDER BY {order} LIMIT %s) counted")
+        self.older_count_sql = (
+            f"SELECT COUNT(*) FROM (SELECT 1 FROM {e} WHERE {uncovered_live} AND {unexpired}"
+            f" AND {column(e, MemoryEntry, 'position')} < %s ORDER BY {order} LIMIT %s) counted")
         summary_columns = [
             *(f"{e}.{quote(str(f.column))}" for f in self.entry_fields),
             *(f"{c}.{quote(str(f.column))}" for f in self.coverage_fields),

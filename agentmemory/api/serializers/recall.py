@@ -8,6 +8,7 @@ from rest_framework import serializers
 
 from agentmemory.api.serializers.base import MAX_BUDGET, SharedFields, StrictSerializer
 from agentmemory.models import Tier
+from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT
 from agentmemory.services import FoldState
 
 
@@ -86,8 +87,9 @@ class RecallResponseSerializer(SharedFields, serializers.Serializer):
     loaded_count = serializers.IntegerField()
     receipt_id = serializers.IntegerField(allow_null=True)
     omitted = serializers.IntegerField(
-        help_text="Visible entries of the thread the context left out; 0 when every "
-        "earlier message is in it verbatim or stood for by a summary in it."
+        help_text=f"Visible entries of the thread the context left out, counted up to "
+        f"{OMITTED_COUNT_LIMIT} (a longer backlog reports {OMITTED_COUNT_LIMIT}); 0 when "
+        "every earlier message is in it verbatim or stood for by a summary in it."
     )
     omitted_reason = serializers.CharField(
         allow_null=True,
