@@ -114,10 +114,9 @@ def test_the_plain_sql_reads_what_the_querysets_say(
 
     assert rows.count_visible_rows(thread.pk, tiers, now, limit=count_limit) == (
         visible.order_by()[:count_limit].count())
-    before = offset * 3  # a position: below the first, inside the thread, past its end
     assert rows.count_visible_rows(
-        thread.pk, tiers, now, limit=count_limit, before_position=before
-    ) == visible.filter(position__lt=before).order_by()[:count_limit].count()
+        thread.pk, tiers, now, limit=count_limit, offset=offset
+    ) == visible.order_by()[offset : offset + count_limit].count()
 
     more = rows.more_messages(thread.pk, tiers, now, offset=offset, limit=limit)
     names = entry_names(EntryKind.MESSAGE)

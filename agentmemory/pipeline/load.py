@@ -110,16 +110,16 @@ def count_unloaded(
 ) -> int:
     """How many visible entries an incomplete load left unread, up to ``limit``: those
     older than its oldest message, less the older summaries it read too (`load_context`
-    reads every visible summary). Counting only what lies past the load reads no row
-    twice."""
-    messages = [entry.position for entry in loaded.entries if not entry.is_summary]
+    reads every visible summary). The count skips the rows the load read, newest first,
+    by their number (on the index the load read), and counts the next."""
+    messages = [(e.position, e.pk) for e in loaded.entries if not e.is_summary]
     if not messages:
         return 0
     oldest = min(messages)
-    read_older = sum(1 for e in loaded.entries if e.is_summary and e.position < oldest)
+    read_older = sum(1 for e in loaded.entries if (e.position, e.pk) < oldest)
     counted = context_rows.count_visible_rows(
         thread.pk, config.tiers, now, limit=limit + read_older,
-        before_position=oldest)
+        offset=len(loaded.entries) - read_older)
     return max(0, counted - read_older)
 
 

@@ -89,18 +89,16 @@ def more_messages(
 
 def count_visible_rows(
     thread_id: int, tiers: Sequence[str] | None, now: datetime, *, limit: int,
-    before_position: int | None = None,
+    offset: int = 0,
 ) -> int:
-    """The thread's visible entries (`MemoryEntryQuerySet.visible`), those at positions
-    below ``before_position`` when it is given, counted up to ``limit``: the database
-    stops there."""
+    """The thread's visible entries (`MemoryEntryQuerySet.visible`) after the ``offset``
+    newest, counted up to ``limit``: the database stops there. An offset, not a
+    position bound: ``position < %s`` steered SQLite onto the order index, through every
+    covered row of a folded thread (and PostgreSQL onto every thread's uncovered rows)."""
     shape = _shape(tiers)
-    params = shape.count_params(thread_id, tiers, now, limit)
-    sql = shape.count_sql
-    if before_position is not None:
-        sql, params = shape.older_count_sql, [*params[:-1], before_position, limit]
     with connections[shape.alias].cursor() as cursor:
-        cursor.execute(sql, params)
+        cursor.execute(shape.count_sql, [*shape.count_params(thread_id, tiers, now, limit),
+                                         offset])
         return int(cursor.fetchone()[0])
 
 
@@ -172,10 +170,7 @@ class _Shape:
                  f" {entry_id} DESC")
         # Newest first, on the index the load reads, up to the limit.
         self.count_sql = (f"SELECT COUNT(*) FROM (SELECT 1 FROM {e} WHERE {uncovered_live}"
-                          f" AND {unexpired} ORDER BY {order} LIMIT %s) counted")
-        self.older_count_sql = (
-            f"SELECT COUNT(*) FROM (SELECT 1 FROM {e} WHERE {uncovered_live} AND {unexpired}"
-            f" AND {column(e, MemoryEntry, 'position')} < %s ORDER BY {order} LIMIT %s) counted")
+                          f" AND {unexpired} ORDER BY {order} LIMIT %s OFFSET %s) counted")
         summary_columns = [
             *(f"{e}.{quote(str(f.column))}" for f in self.entry_fields),
             *(f"{c}.{quote(str(f.column))}" for f in self.coverage_fields),
