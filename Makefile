@@ -62,7 +62,7 @@ docs: $(DOCS_STAMP)
 	$(PY) -m mkdocs build --strict
 
 ## The benchmark suite (bench/run.py): writes docs/benchmarks.md and its SVG charts in
-## docs/img/, in about 35 minutes on 2 cores, installs aside (the page states the last
+## docs/img/, in about 55 minutes on 2 cores, installs aside (the page states the last
 ## run's time). The peer libraries it compares with live in their own .venv-peers, never
 ## in .venv; if they cannot be installed, the page says so and the rest still runs.
 BENCH_STAMP := $(VENV)/.bench-$(shell cat pyproject.toml | cksum | cut -d' ' -f1)
