@@ -244,6 +244,8 @@ def test_a_backlog_is_counted_to_a_bound(extra: int) -> None:
     read = result.loaded_count
     assert read < size
     assert result.omitted == min(size - len(result.messages), load.OMITTED_COUNT_LIMIT)
-    # The count reads past the load only, and no further than the bound.
+    # The count skips the rows the load read (a backlog has no summaries: all of them)
+    # and reads no further than the bound.
     [count] = [q["sql"] for q in queries if q["sql"].upper().startswith("SELECT COUNT(*)")]
+    assert int(re.findall(r"OFFSET (\d+)", count)[-1]) == read
     assert int(re.findall(r"LIMIT (\d+)", count)[-1]) <= load.OMITTED_COUNT_LIMIT
