@@ -4,10 +4,12 @@ What is indexed: messages (never summaries), except the results of the memory to
 themselves (`MEMORY_TOOL_NAMES`), so a search never finds its own earlier answers.
 
 * SQLite: an FTS5 table with external content (the entry table), kept in step by
-  triggers that the initial migration creates, so every write path (append,
-  erasure, expiry purge, a cascade from a deleted thread or user) updates it in the
-  writing transaction. FTS5 keeps a deleted row's terms in older segments until they
-  are merged, so erasure and purge call `forget_deleted` (FTS5's ``optimize``).
+  triggers that the initial migration creates (`agentmemory.search.schema`): appends
+  are indexed a batch at a time, by the append that fills it, and `services.search`
+  indexes the rest first (`schema.catch_up`); erasure, expiry purge and a cascade from
+  a deleted thread or user update what is indexed in the writing transaction. FTS5
+  keeps a deleted row's terms in older segments until they are merged, so erasure and
+  purge call `forget_deleted` (FTS5's ``optimize``).
 * PostgreSQL: a stored generated column ``search_vector`` (``to_tsvector(language,
   words of content)``, `pg_text`, NULL for rows not indexed) with a GIN index,
   created by the initial migration; a deleted row takes it along. The

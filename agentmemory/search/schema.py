@@ -1,11 +1,13 @@
 """The full-text index's tables, triggers and columns: what the initial migration creates
 and `rebuild` recreates after SEARCH_LANGUAGE changes. The models do not describe them.
 
-SQLite: an FTS5 table with external content (the entry table) and three triggers that
-keep it in step with every write. PostgreSQL: a stored generated tsvector column with a
-GIN index. Other databases: nothing (`services.search` then raises a clear error).
-The initial migration runs these statements: a change to them needs a migration of its
-own, or databases migrated before it keep the old index.
+SQLite: an FTS5 table with external content (the entry table), a watermark table and
+three triggers: appends are indexed INDEX_BATCH at a time, by the append that fills a
+batch, and `catch_up` indexes the rest before a search reads; erasure, expiry and edits
+update what is indexed in the writing transaction. PostgreSQL: a stored generated
+tsvector column with a GIN index. Other databases: nothing (`services.search` then
+raises a clear error). The initial migration runs these statements: a change to them
+needs a migration of its own, or databases migrated before it keep the old index.
 """
 
 from __future__ import annotations
@@ -19,32 +21,78 @@ from agentmemory.search.index import FTS_TABLE, indexed_row, pg_text
 
 ENTRY_TABLE = "agentmemory_memoryentry"
 
-_SQLITE_CREATE = [
-    # columnsize=0: no row of token counts per entry (the %_docsize table), a page less
-    # written by every append; only FTS5's bm25() read it, and ranking does without
-    # (agentmemory.search.rank). snippet() counts a hit's tokens itself.
-    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, content='{ENTRY_TABLE}', "
-    "content_rowid='id', columnsize=0, tokenize='porter unicode61 remove_diacritics 2')",
+#: The one-row table that says how far the SQLite index has read the entry table: every
+#: entry with an id up to ``indexed_through`` that `indexed_row` admits is in the index,
+#: none after it is. Ids only grow (AUTOINCREMENT), so the rows after it are the newest.
+STATE_TABLE = "agentmemory_search_state"
+#: Appends index in batches of this many entries: FTS5 writes a segment at each commit,
+#: which took most of an indexed append's time when every append wrote one (bench/
+#: search_speed.py). The entries of a batch not yet full are indexed by the next search
+#: (`catch_up`) before it reads.
+INDEX_BATCH = 64
+INDEXED_THROUGH = f"(SELECT indexed_through FROM {STATE_TABLE})"
+#: How FTS5 splits and stems what it indexes (and the queries it matches).
+FTS_TOKENIZE = "porter unicode61 remove_diacritics 2"
+
+
+def catch_up_sql(through: str) -> str:
+    """Index every entry after the watermark up to ``through`` (an SQL expression)."""
+    return (f"INSERT INTO {FTS_TABLE}(rowid, content) SELECT id, content FROM {ENTRY_TABLE} e "
+            f"WHERE e.id > {INDEXED_THROUGH} AND e.id <= {through} AND {indexed_row('e')}")
+
+
+def advance_sql(through: str) -> str:
+    return (f"UPDATE {STATE_TABLE} SET indexed_through = {through} "
+            f"WHERE indexed_through < {through}")
+
+
+_SQLITE_TRIGGERS = [
+    # A full batch past the watermark: index it in this append's transaction. An entry
+    # written at or below it (an id given explicitly, say): index it at once.
     f"CREATE TRIGGER {FTS_TABLE}_insert AFTER INSERT ON {ENTRY_TABLE} "
-    f"WHEN {indexed_row('new')} BEGIN "
-    f"INSERT INTO {FTS_TABLE}(rowid, content) VALUES (new.id, new.content); END",
+    f"WHEN new.id - {INDEXED_THROUGH} >= {INDEX_BATCH} OR new.id <= {INDEXED_THROUGH} BEGIN "
+    f"{catch_up_sql('new.id')}; "
+    f"INSERT INTO {FTS_TABLE}(rowid, content) SELECT new.id, new.content "
+    f"WHERE new.id <= {INDEXED_THROUGH} AND {indexed_row('new')}; "
+    f"{advance_sql('new.id')}; END",
+    # Only what is indexed is taken out: FTS5's external-content 'delete' of a row it
+    # never held would corrupt the index. An entry past the watermark is read as it is
+    # when its batch is indexed, or never if it is gone by then.
     f"CREATE TRIGGER {FTS_TABLE}_delete AFTER DELETE ON {ENTRY_TABLE} "
-    f"WHEN {indexed_row('old')} BEGIN "
+    f"WHEN old.id <= {INDEXED_THROUGH} AND {indexed_row('old')} BEGIN "
     f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) "
     "VALUES ('delete', old.id, old.content); END",
     f"CREATE TRIGGER {FTS_TABLE}_update AFTER UPDATE OF content, kind, role, tool_name "
-    f"ON {ENTRY_TABLE} BEGIN INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) "
+    f"ON {ENTRY_TABLE} WHEN old.id <= {INDEXED_THROUGH} BEGIN "
+    f"INSERT INTO {FTS_TABLE}({FTS_TABLE}, rowid, content) "
     f"SELECT 'delete', old.id, old.content WHERE {indexed_row('old')}; "
     f"INSERT INTO {FTS_TABLE}(rowid, content) SELECT new.id, new.content "
     f"WHERE {indexed_row('new')}; END",
+]
+# The watermark: after the newest entry the index holds (all of them, when it is built).
+_SQLITE_STATE = [
+    f"CREATE TABLE {STATE_TABLE} (id INTEGER PRIMARY KEY CHECK (id = 1), "
+    "indexed_through INTEGER NOT NULL)",
+    f"INSERT INTO {STATE_TABLE} (id, indexed_through) "
+    f"SELECT 1, coalesce(max(id), 0) FROM {ENTRY_TABLE}",
+]
+_SQLITE_CREATE = [
+    # columnsize=0: no row of token counts per entry (the %_docsize table), a page less
+    # written by every batch; only FTS5's bm25() read it, and ranking does without
+    # (agentmemory.search.rank). snippet() counts a hit's tokens itself.
+    f"CREATE VIRTUAL TABLE {FTS_TABLE} USING fts5(content, content='{ENTRY_TABLE}', "
+    f"content_rowid='id', columnsize=0, tokenize='{FTS_TOKENIZE}')",
     # The rows already there (none when the migration runs, all of them on a rebuild).
     f"INSERT INTO {FTS_TABLE}(rowid, content) SELECT id, content FROM {ENTRY_TABLE} e "
     f"WHERE {indexed_row('e')}",
+    *_SQLITE_STATE,
+    *_SQLITE_TRIGGERS,
 ]
 _SQLITE_DROP = [
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_insert",
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_delete",
     f"DROP TRIGGER IF EXISTS {FTS_TABLE}_update",
+    f"DROP TABLE IF EXISTS {STATE_TABLE}",
     f"DROP TABLE IF EXISTS {FTS_TABLE}",
 ]
 _POSTGRESQL_DROP = [
@@ -95,6 +143,22 @@ def rebuild(connection: Any, language: str) -> int:
         for statement in statements:
             cursor.execute(statement)
     return len(statements)
+
+
+def catch_up(connection: Any) -> None:
+    """Index the entries appended since the last full batch, so a search that follows
+    finds every committed entry. On SQLite, when the watermark is behind: in a
+    transaction of its own whose first statement writes, so it reads the newest rows."""
+    if connection.vendor != "sqlite":
+        return
+    newest = f"(SELECT coalesce(max(id), 0) FROM {ENTRY_TABLE})"
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT {INDEXED_THROUGH} < {newest}")
+        if not cursor.fetchone()[0]:
+            return
+    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
+        cursor.execute(catch_up_sql(newest))
+        cursor.execute(advance_sql(newest))
 
 
 def indexed_count(connection: Any) -> int:

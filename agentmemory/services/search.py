@@ -18,6 +18,7 @@ from agentmemory.models import MemoryEntry, Role, Thread
 from agentmemory.pipeline.blocks import Block, blocks_of, entry_cost
 from agentmemory.search.index import Candidate, Scope, lookup, snippets
 from agentmemory.search.query import InvalidSearchQuery, parse_query
+from agentmemory.search.schema import catch_up
 from agentmemory.trust.quarantine import strip_invisible
 
 __all__ = [
@@ -117,6 +118,7 @@ def search(
             raise InvalidSearchQuery("must be a Thread or a saved user.", field="owner")
     # A few more than asked: rows expired but not yet purged are dropped below.
     language = memory_settings.SEARCH_LANGUAGE
+    catch_up(connection)  # the appends of a batch not yet full
     candidates = lookup(terms, scope, limit=limit * 2 + 10, distinct=limit, language=language)
     kept = _unexpired(candidates, now or timezone.now())[:limit]
     texts = snippets(terms, [c.entry_id for c, _ in kept], language=language)
