@@ -71,6 +71,10 @@ def defuse(text: str) -> str:
     look-alike characters (fullwidth ＜＜＜ and letters) is shown in their plain forms
     (NFKC), so it is defused too.
     """
+    if text.isascii() and text.isprintable() and "<<<" not in text:
+        # Most messages: no control character (so no line break), no delimiter, and
+        # nothing invisible (every invisible character is outside ASCII).
+        return text
     text = strip_invisible(text)
     if not text.isascii():
         plain = unicodedata.normalize("NFKC", text)

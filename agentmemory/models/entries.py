@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
+from django.utils.functional import cached_property
 
 from agentmemory.choices import EntryKind, Role, Tier
 from agentmemory.models.provenance import FoldProvenance
@@ -140,8 +141,9 @@ class MemoryEntry(models.Model):
             return f"{self.summary_key} (thread {self.thread_id})"
         return f"turn {self.turn} {self.role} #{self.pk}"
 
-    @property
+    @cached_property
     def is_summary(self) -> bool:
+        # Cached: a recall asks it a dozen times an entry, and an entry's kind never changes.
         return self.kind == EntryKind.SUMMARY
 
 

@@ -66,11 +66,11 @@ def blocks_of(entries: list[MemoryEntry]) -> Blocks:
     blocks = [Block(tuple(group)) for group in groups]
     unpaired = _unpaired(entries)
     if unpaired:
-        drop = {entry.pk for entry in unpaired}
+        drop = {entry.id for entry in unpaired}
         blocks = [
             Block(kept)
             for block in blocks
-            if (kept := tuple(e for e in block.entries if e.pk not in drop))
+            if (kept := tuple(e for e in block.entries if e.id not in drop))
         ]
     return Blocks(blocks=blocks, unpaired=unpaired)
 
@@ -93,13 +93,13 @@ def _unpaired(entries: list[MemoryEntry]) -> list[MemoryEntry]:
         ids = [str(call.get("id", "")) for call in entry.tool_calls or []]
         called.update(ids)
         if ids and entry.turn != newest_turn and not all(i in results for i in ids):
-            unpaired[entry.pk] = entry
+            unpaired[entry.id] = entry
             for answer in (r for i in ids for r in results.get(i, [])):
-                unpaired[answer.pk] = answer
+                unpaired[answer.id] = answer
     for call_id, answers in results.items():
         if call_id not in called:
-            unpaired.update((answer.pk, answer) for answer in answers)
-    return sorted(unpaired.values(), key=lambda e: (e.position, e.pk))
+            unpaired.update((answer.id, answer) for answer in answers)
+    return sorted(unpaired.values(), key=lambda e: (e.position, e.id))
 
 
 @dataclass(frozen=True)

@@ -112,11 +112,11 @@ def count_unloaded(
     older than its oldest message, less the older summaries it read too (`load_context`
     reads every visible summary). The count skips the rows the load read, newest first,
     by their number (on the index the load read), and counts the next."""
-    messages = [(e.position, e.pk) for e in loaded.entries if not e.is_summary]
+    messages = [(e.position, e.id) for e in loaded.entries if not e.is_summary]
     if not messages:
         return 0
     oldest = min(messages)
-    read_older = sum(1 for e in loaded.entries if (e.position, e.pk) < oldest)
+    read_older = sum(1 for e in loaded.entries if (e.position, e.id) < oldest)
     counted = context_rows.count_visible_rows(
         thread.pk, config.tiers, now, limit=limit + read_older,
         offset=len(loaded.entries) - read_older)

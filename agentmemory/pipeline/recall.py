@@ -55,7 +55,7 @@ class RecalledMessage:
     @classmethod
     def of(cls, entry: MemoryEntry) -> RecalledMessage:
         return cls(
-            id=entry.pk,
+            id=entry.id,
             kind=entry.kind,
             role=entry.role,
             # What the model is given never carries characters a reviewer cannot see;
@@ -222,7 +222,7 @@ def recall_context(
         messages=[RecalledMessage.of(entry) for entry in picked.entries],
         text=text,
         tokens=tokens,
-        summaries_used=[entry.pk for entry in picked.entries if entry.is_summary],
+        summaries_used=[entry.id for entry in picked.entries if entry.is_summary],
         decline=decline,
         folded_summary_id=folded[-1].pk if folded else None,
         loaded_count=loaded_count,

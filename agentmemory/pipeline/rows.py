@@ -210,6 +210,8 @@ class _Shape:
         self.coverage_names = [f.attname for f in self.coverage_fields]
         self.coverage_cache = field_of(MemoryEntry, "coverage")
         self.summary_cache = field_of(SummaryCoverage, "summary")
+        # Looked up once: Django's cache_name is a property that builds it on every call.
+        self.coverage_key = self.coverage_cache.cache_name
 
     def summary_params(self, thread_id: int, tiers: Sequence[str] | None) -> list[Any]:
         return [thread_id, *(tiers or ()), EntryKind.SUMMARY.value]
@@ -259,7 +261,8 @@ class _Shape:
         return built
 
     def _cached(self, entry: MemoryEntry) -> MemoryEntry:
-        self.coverage_cache.set_cached_value(entry, None)  # a message covers nothing
+        # A message covers nothing: its (reverse) coverage is known without a query.
+        entry._state.fields_cache = {self.coverage_key: None}
         return entry
 
     def summary(self, row: Sequence[Any], connection: BaseDatabaseWrapper) -> MemoryEntry:
