@@ -145,20 +145,39 @@ def rebuild(connection: Any, language: str) -> int:
     return len(statements)
 
 
+NEWEST = f"(SELECT coalesce(max(id), 0) FROM {ENTRY_TABLE})"
+#: What `catch_up` runs, in one transaction that holds the write lock.
+CATCH_UP = [catch_up_sql(NEWEST), advance_sql(NEWEST)]
+
+
 def catch_up(connection: Any) -> None:
     """Index the entries appended since the last full batch, so a search that follows
-    finds every committed entry. On SQLite, when the watermark is behind: in a
-    transaction of its own whose first statement writes, so it reads the newest rows."""
+    finds every committed entry. On SQLite, and only when the watermark is behind.
+
+    On its own it begins with ``BEGIN IMMEDIATE``: SQLite then waits for the write lock
+    under its busy timeout, where a transaction that read first and writes next is
+    refused at once ("database is locked") while another connection writes. Inside the
+    caller's transaction it runs there, as the caller's own writes do."""
     if connection.vendor != "sqlite":
         return
-    newest = f"(SELECT coalesce(max(id), 0) FROM {ENTRY_TABLE})"
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT {INDEXED_THROUGH} < {newest}")
+        cursor.execute(f"SELECT {INDEXED_THROUGH} < {NEWEST}")
         if not cursor.fetchone()[0]:
             return
-    with transaction.atomic(using=connection.alias), connection.cursor() as cursor:
-        cursor.execute(catch_up_sql(newest))
-        cursor.execute(advance_sql(newest))
+        if connection.in_atomic_block:
+            for statement in CATCH_UP:
+                cursor.execute(statement)
+            return
+        cursor.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in CATCH_UP:
+                cursor.execute(statement)
+            cursor.execute("COMMIT")
+        except BaseException:
+            if not connection.connection.in_transaction:
+                raise
+            cursor.execute("ROLLBACK")
+            raise
 
 
 def indexed_count(connection: Any) -> int:
