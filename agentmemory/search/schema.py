@@ -155,9 +155,10 @@ def catch_up(connection: Any) -> None:
     finds every committed entry. On SQLite, and only when the watermark is behind.
 
     On its own it begins with ``BEGIN IMMEDIATE``: SQLite then waits for the write lock
-    under its busy timeout, where a transaction that read first and writes next is
-    refused at once ("database is locked") while another connection writes. Inside the
-    caller's transaction it runs there, as the caller's own writes do."""
+    under its busy timeout, where a deferred ``BEGIN`` whose statements then write can be
+    refused at once ("database is locked") while another connection writes (on a WAL
+    file, even when its first statement writes: tests/test_search_batches.py's race).
+    Inside the caller's transaction it runs there, as the caller's own writes do."""
     if connection.vendor != "sqlite":
         return
     with connection.cursor() as cursor:
