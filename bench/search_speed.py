@@ -751,8 +751,8 @@ the same messages in every block. Medians over the blocks; the share is (with �
 ÷ with, the A/A column (with − with again) ÷ with. On SQLite the index takes appends in
 batches of {INDEX_BATCH} (agentmemory/search/schema.py): the append that fills a batch
 indexes it, so the timed appends pay for the batches they fill (one in {INDEX_BATCH}),
-and the entries of the batch not yet full are indexed by the next search, at the same
-cost a row, before it reads.
+and the entries of the batch not yet full are indexed by the next search, before it
+reads, with the statement a batch runs (`schema.catch_up`; not timed here).
 
 {table(["database", "wall ms / append, with / without", "index share (target ≤ "
         f"{TARGET_APPEND_SHARE:.0%})", "A/A control", "CPU ms / append, with / without",
