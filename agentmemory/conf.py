@@ -166,6 +166,7 @@ class AgentMemorySettings:
     def __init__(self) -> None:
         self._cache: dict[str, Any] = {}
         self._plugins: dict[str, Any] = {}
+        self._derived: dict[str, Any] = {}
 
     @property
     def user_settings(self) -> dict[str, Any]:
@@ -212,10 +213,19 @@ class AgentMemorySettings:
         plugin: T = self._plugins[key]
         return plugin
 
+    def derived(self, name: str, build: Callable[[], T]) -> T:
+        """``build()``, a value computed from settings (recall's options), made on first
+        use and kept until `reload`. A ``build`` that raises caches nothing."""
+        if name not in self._derived:
+            self._derived[name] = build()
+        value: T = self._derived[name]
+        return value
+
     def reload(self) -> None:
         """Forget every value read and every object built from one."""
         self._cache.clear()
         self._plugins.clear()
+        self._derived.clear()
 
 
 memory_settings = AgentMemorySettings()

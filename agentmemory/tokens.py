@@ -9,8 +9,10 @@ byte-for-byte as ``tiktoken`` does. Where it is not installed, `EstimateCounter`
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 import re
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from agentmemory.conf import memory_settings
@@ -89,12 +91,23 @@ def line_break_cost(line: str, following: str = "") -> int:
     break merges with the punctuation before it, more in rare endings. Measured on the end
     of the line, and cached: recall counts a context from the stored counts of its lines
     and this, never the whole text (`pipeline.format.formatted`)."""
+    return _line_break(get_counter(), line, following)
+
+
+def line_breaks_cost(lines: Sequence[str]) -> int:
+    """What the line breaks between ``lines`` add: `line_break_cost` of each line and
+    the next, summed, with the counter looked up once."""
+    counter = get_counter()
+    return sum(_line_break(counter, line, following)
+               for line, following in itertools.pairwise(lines))
+
+
+def _line_break(counter: Any, line: str, following: str) -> int:
     # Read only near the end: the pattern matches from the start of what it is given.
     reach = _LINE_END_REVERSED.match(line[-MAX_LINE_END - 1 :][::-1]).end()  # type: ignore[union-attr]
     tail = line if reach > MAX_LINE_END else line[len(line) - reach :]
     lead = following if following[:1].isspace() else ""
-    counter: Any = get_counter()  # hashed by identity
-    return _break_cost(counter, tail, lead)
+    return _break_cost(counter, tail, lead)  # the counter is hashed by identity
 
 
 # The counter is part of each key: a settings change builds a new one.

@@ -153,3 +153,20 @@ def test_settings_are_read_again_after_a_reload() -> None:
     assert get_counter() is not counter
     assert get_summarizer() is not summarizer
     assert get_window() is not seam
+
+
+def test_recall_options_follow_the_settings_and_an_override_may_repair_one() -> None:
+    """RecallConfig.build reads the settings once until they change: a change is seen at
+    once and undone after; an override is validated with the settings it overrides, so
+    it may repair a setting that alone would be refused."""
+    assert RecallConfig.build().preserve_recent == 5
+    with override_settings(AGENTMEMORY={"PRESERVE_RECENT": 7}):
+        assert RecallConfig.build().preserve_recent == 7
+        assert RecallConfig.build(preserve_recent=3).preserve_recent == 3
+    assert RecallConfig.build().preserve_recent == 5
+    with override_settings(AGENTMEMORY={"FOLD_LOW_WATER": 0.7, "FOLD_HIGH_WATER": 0.6}):
+        with pytest.raises(InvalidRecallOption):
+            RecallConfig.build()
+        assert RecallConfig.build(low_water=0.1).low_water == 0.1
+        with pytest.raises(InvalidRecallOption):
+            RecallConfig.build()  # nothing of the repaired config was kept

@@ -185,3 +185,33 @@ def test_an_unknown_or_bad_recall_option_is_refused() -> None:
 
     assert unknown.value.field == "load_cuont"
     assert negative.value.field == "load_count"
+
+
+def test_a_recalled_message_is_its_entry_field_for_field() -> None:
+    """RecalledMessage.of fills the frozen dataclass without its __init__: every field
+    is set, equal to what the constructor would make, and still frozen."""
+    import dataclasses
+
+    from agentmemory.pipeline.recall import RecalledMessage
+
+    thread = make_thread()
+    services.append(thread, [
+        {"role": "user", "content": "Where is order 7?\u200b"},
+        {"role": "assistant", "content": "",
+         "tool_calls": [{"id": "c1", "name": "track", "arguments": {"order": 7}}]},
+        {"role": "tool", "content": '{"status": "late"}', "tool_call_id": "c1",
+         "tool_name": "track"},
+    ])
+    result = services.recall(thread, BIG, now=NOW, **NO_FOLD)
+    names = {field.name for field in dataclasses.fields(RecalledMessage)}
+    for message, entry in zip(result.messages, thread.entries.order_by("position"), strict=True):
+        assert set(vars(message)) == names
+        assert message == RecalledMessage(
+            id=entry.pk, kind=entry.kind, role=entry.role,
+            content=entry.content.replace("\u200b", ""), turn=entry.turn,
+            tokens=entry.token_count, tool_calls=list(entry.tool_calls),
+            tool_name=entry.tool_name, tool_call_id=entry.tool_call_id,
+        )
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            message.content = "edited"  # type: ignore[misc]
+    assert result.messages[1].tool_calls[0]["name"] == "track"

@@ -71,6 +71,16 @@ class RecallConfig:
 
     @classmethod
     def build(cls, **overrides: Any) -> RecallConfig:
+        """The settings' options with ``overrides`` over them, validated together (an
+        override may repair a setting). The settings are read once until they change."""
+        config = memory_settings.derived("recall-config", cls._from_settings)
+        if overrides:
+            config = dataclasses.replace(config, **cls._normalised(overrides))
+        config.validate()
+        return config
+
+    @classmethod
+    def _from_settings(cls) -> RecallConfig:
         s = memory_settings
         values: dict[str, Any] = {
             name: getattr(s, setting) for name, (setting, _) in RECALL_OPTIONS.items()
@@ -84,7 +94,12 @@ class RecallConfig:
             footer=s.FORMAT_FOOTER,
             cache_min_tokens=s.FOLD_CACHE_MIN_TOKENS,
         )
+        return cls(**values)
+
+    @classmethod
+    def _normalised(cls, overrides: dict[str, Any]) -> dict[str, Any]:
         names = {field.name for field in dataclasses.fields(cls)}
+        values: dict[str, Any] = {}
         for name, value in overrides.items():
             if name not in names:
                 raise InvalidRecallOption(
@@ -98,9 +113,7 @@ class RecallConfig:
             if name == "instruction" and not value:
                 value = DEFAULT_INSTRUCTION
             values[name] = value
-        config = cls(**values)
-        config.validate()
-        return config
+        return values
 
     def validate(self) -> None:
         """The rules of `agentmemory.validators`, which ``manage.py check`` also applies

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import itertools
-
 from agentmemory.models import MemoryEntry
 from agentmemory.pipeline.config import RecallConfig
-from agentmemory.tokens import count_fixed, line_break_cost
+from agentmemory.tokens import count_fixed, line_breaks_cost
 from agentmemory.transcript import entry_line
 
 
@@ -26,7 +24,5 @@ def formatted(entries: list[MemoryEntry], config: RecallConfig) -> tuple[str, in
     costs = [*([count_fixed(config.header)] if config.header else []),
              *(entry.token_count for entry in entries),
              *([count_fixed(config.footer)] if config.footer else [])]
-    tokens = sum(costs) + sum(
-        line_break_cost(part, following) for part, following in itertools.pairwise(parts)
-    )
+    tokens = sum(costs) + line_breaks_cost(parts)
     return "\n".join(parts), tokens

@@ -20,8 +20,11 @@ Converters = list[tuple[Converter, Any]]
 
 
 def convert(value: Any, converters: Converters, connection: BaseDatabaseWrapper) -> Any:
-    if value == "[]" and converters[-1][1].output_field.get_internal_type() == "JSONField":
-        return []  # most tool_calls: what json.loads would give, without the decoder
+    if (value == "[]" or value == "{}") and (
+        converters[-1][1].output_field.get_internal_type() == "JSONField"
+    ):
+        # Most tool_calls and metadata: what json.loads would give, without the decoder.
+        return [] if value == "[]" else {}
     for converter, column in converters:
         value = converter(value, column, connection)
     return value

@@ -54,7 +54,10 @@ class RecalledMessage:
 
     @classmethod
     def of(cls, entry: MemoryEntry) -> RecalledMessage:
-        return cls(
+        # Filled as the generated __init__ would, without its per-field
+        # object.__setattr__ (a frozen dataclass's): one of these per recalled entry.
+        message = object.__new__(cls)
+        message.__dict__.update(
             id=entry.id,
             kind=entry.kind,
             role=entry.role,
@@ -67,6 +70,7 @@ class RecalledMessage:
             tool_name=entry.tool_name,
             tool_call_id=entry.tool_call_id,
         )
+        return message
 
 
 @dataclass(frozen=True)

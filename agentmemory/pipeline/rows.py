@@ -19,15 +19,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from operator import itemgetter
 from typing import Any
 
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
+from django.db.models.base import ModelState
 
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, SummarySource
 from agentmemory.pipeline.instances import (
-    bare_instance,
     convert,
     converters_of,
     field_of,
@@ -206,6 +207,11 @@ class _Shape:
         self.message_at = [i for i, f in enumerate(self.entry_fields)
                            if f.attname in MESSAGE_FIELDS]
         self.message_names = [self.entry_fields[i].attname for i in self.message_at]
+        as_read = [i for i in self.message_at if not self.entry_converters[i]]
+        self.read_names = [self.entry_fields[i].attname for i in as_read]
+        self.read = itemgetter(*as_read)  # a message's values stored as they are read
+        self.message_converted = [(self.entry_fields[i].attname, i, self.entry_converters[i])
+                                  for i in self.message_at if self.entry_converters[i]]
         self.entry_names = [f.attname for f in self.entry_fields]
         self.coverage_names = [f.attname for f in self.coverage_fields]
         self.coverage_cache = field_of(MemoryEntry, "coverage")
@@ -241,23 +247,20 @@ class _Shape:
         """Message rows as instances, a row's fields converted only where Django would
         convert them (most are stored as they are read)."""
         if init_receivers(MemoryEntry):
-            converters = self.entry_converters
             return [self._cached(MemoryEntry.from_db(self.alias, self.message_names, [
-                convert(row[i], converters[i], connection) for i in self.message_at]))
-                for row in found]
-        as_read = [(name, i) for name, i in zip(self.message_names, self.message_at,
-                                                strict=True) if not self.entry_converters[i]]
-        converted = [(name, i, self.entry_converters[i]) for name, i in zip(
-            self.message_names, self.message_at, strict=True) if self.entry_converters[i]]
+                convert(row[i], self.entry_converters[i], connection)
+                for i in self.message_at])) for row in found]
+        names, read, alias, coverage_key = self.read_names, self.read, self.alias, self.coverage_key
         built = []
-        for row in found:
-            entry = bare_instance(MemoryEntry, self.alias)
+        for row in found:  # as bare_instance and _cached would, inline: once per row
+            entry = MemoryEntry.__new__(MemoryEntry)
             values = entry.__dict__
-            for name, i in as_read:
-                values[name] = row[i]
-            for name, i, field_converters in converted:
+            values["_state"] = state = ModelState()
+            state.adding, state.db, state.fields_cache = False, alias, {coverage_key: None}
+            values.update(zip(names, read(row), strict=True))
+            for name, i, field_converters in self.message_converted:
                 values[name] = convert(row[i], field_converters, connection)
-            built.append(self._cached(entry))
+            built.append(entry)
         return built
 
     def _cached(self, entry: MemoryEntry) -> MemoryEntry:
