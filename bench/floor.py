@@ -180,7 +180,9 @@ class Floor:
     def reader(self, statements: list[tuple[str, Any]], room: int
                ) -> Callable[[], tuple[str, int]]:
         if self.qmark:  # what Django's SQLite cursor does to the SQL before the driver
-            statements = [(re.sub(r"(?<!%)%s", "?", sql).replace("%%", "%"), params)
+            statements = [(sql % {name: f":{name}" for name in params}
+                           if isinstance(params, dict)
+                           else re.sub(r"(?<!%)%s", "?", sql).replace("%%", "%"), params)
                           for sql, params in statements]
         cursor = self.connection.cursor()
         return lambda: newest_within(cursor, statements, room)

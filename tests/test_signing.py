@@ -160,6 +160,8 @@ def test_an_sql_update_of_a_summary_is_detected_and_its_originals_come_back_verb
     thread, entries, summary = folded_thread()
     assert services.recall(thread, BIG, **NO_FOLD).summaries_used == [summary.pk]
 
+    # The recall above found the summary intact, and this process remembers that match:
+    # the edited row must still be checked again.
     sql_update(MemoryEntry, "content", FORGED, summary.pk)
     with capture(signals.summary_tampered) as tampered:
         # A recall that does not fold: what it returns is exactly what was loaded.
@@ -252,6 +254,8 @@ def test_agentmemory_verify_passes_when_clean_and_fails_on_a_tampered_row(
 def test_a_changed_signing_key_invalidates_old_signatures(settings: Any) -> None:
     settings.AGENTMEMORY = recording_settings(PLAIN, SIGNING_KEY=KEY_A)
     thread, entries, summary = folded_thread()
+    # Checked and found intact under KEY_A first: this process remembers the match.
+    assert services.recall(thread, BIG, **NO_FOLD).summaries_used == [summary.pk]
 
     settings.AGENTMEMORY = recording_settings(PLAIN, SIGNING_KEY=KEY_B)
     with capture(signals.summary_tampered) as tampered:
@@ -264,7 +268,7 @@ def test_a_changed_signing_key_invalidates_old_signatures(settings: Any) -> None
 def test_a_changed_secret_key_invalidates_signatures_derived_from_it(settings: Any) -> None:
     settings.AGENTMEMORY = recording_settings(PLAIN)  # SIGNING_KEY None: derived from SECRET_KEY
     _, _, summary = folded_thread()
-    assert summary_is_intact(summary)
+    assert summary_is_intact(summary) and summary_is_intact(summary)  # the second remembered
     settings.SECRET_KEY = "another-secret-key-for-this-test-only"
     assert not summary_is_intact(summary)
 

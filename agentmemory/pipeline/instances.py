@@ -6,7 +6,9 @@ per-row work: each value goes through the converters Django applies to its field
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import itertools
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from django.db.backends.base.base import BaseDatabaseWrapper
@@ -67,3 +69,17 @@ def converters_of(field: Field[Any, Any], connection: BaseDatabaseWrapper) -> Co
     column = field.get_col(field.model._meta.db_table)
     found = [*connection.ops.get_db_converters(column), *column.get_db_converters(connection)]
     return [(converter, column) for converter in found]
+
+
+def named_placeholders(sql: str) -> str:
+    """``sql`` with its ``%s`` as ``%(p0)s``, ``%(p1)s``...: Django hands SQLite a
+    statement with named parameters to the driver through one ``%`` formatting, where
+    one with ``%s`` goes through a regular expression over the whole text (57 µs for
+    recall's first load). Pass its values through `named`."""
+    numbers = itertools.count()
+    return re.sub(r"(?<!%)%s", lambda _: f"%(p{next(numbers)})s", sql)
+
+
+def named(values: Sequence[Any]) -> dict[str, Any]:
+    """The values of a statement from `named_placeholders`, in their order."""
+    return {f"p{number}": value for number, value in enumerate(values)}

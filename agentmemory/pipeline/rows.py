@@ -8,10 +8,9 @@ summaries as `load._visible_rows` (uncovered and live whatever their expiry: unt
 is retired an expired summary still hides what it stands for). tests/test_context_rows.py
 holds the two to each other over random threads on both databases.
 
-Rows become `MemoryEntry` instances without a queryset's per-row work
-(`agentmemory.pipeline.instances`): a message holds only the fields a context reads,
-and any other field is deferred (read from the database if asked for, as after
-``.only()``).
+Rows become `MemoryEntry` instances without a queryset's per-row work (`instances`): a
+message holds only the fields a context reads, any other field deferred (read from the
+database if asked for, as after ``.only()``).
 """
 
 from __future__ import annotations
@@ -34,6 +33,8 @@ from agentmemory.pipeline.instances import (
     field_of,
     init_receivers,
     instance_of,
+    named,
+    named_placeholders,
     typed_null,
 )
 
@@ -42,9 +43,6 @@ MESSAGE_FIELDS = frozenset({
     "id", "thread_id", "kind", "role", "content", "tool_calls", "tool_name", "tool_call_id",
     "turn", "position", "token_count",
 })
-
-#: A field's converters, each with the column expression it is called with.
-
 
 @dataclass(frozen=True)
 class ContextRows:
@@ -66,7 +64,7 @@ def read_context(
               *shape.message_params(thread_id, tiers, now, limit, 0)]
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
-        cursor.execute(shape.first_sql, params)
+        cursor.execute(shape.first_sql, named(params))
         found = cursor.fetchall()
     kind_at = shape.kind_at
     summary_rows = [row for row in found if row[kind_at] == EntryKind.SUMMARY]
@@ -84,7 +82,8 @@ def more_messages(
     shape = _shape(tiers)
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
-        cursor.execute(shape.page_sql, shape.message_params(thread_id, tiers, now, limit, offset))
+        cursor.execute(shape.page_sql,
+                       named(shape.message_params(thread_id, tiers, now, limit, offset)))
         return shape.messages(cursor.fetchall(), connection)
 
 
@@ -98,8 +97,8 @@ def count_visible_rows(
     covered row of a folded thread (and PostgreSQL onto every thread's uncovered rows)."""
     shape = _shape(tiers)
     with connections[shape.alias].cursor() as cursor:
-        cursor.execute(shape.count_sql, [*shape.count_params(thread_id, tiers, now, limit),
-                                         offset])
+        cursor.execute(shape.count_sql, named([*shape.count_params(thread_id, tiers, now, limit),
+                                               offset]))
         return int(cursor.fetchone()[0])
 
 
@@ -115,8 +114,8 @@ def read_oldest(
     shape = _shape(tiers)
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
-        cursor.execute(shape.oldest_sql, shape.oldest_params(thread_id, tiers, now, limit,
-                                                             offset))
+        cursor.execute(shape.oldest_sql, named(shape.oldest_params(thread_id, tiers, now, limit,
+                                                                   offset)))
         found = cursor.fetchall()
     entries = []
     for row in found:
@@ -201,6 +200,8 @@ class _Shape:
             f" ORDER BY {column(e, MemoryEntry, 'position')} ASC, {entry_id} ASC"
             f" LIMIT %s OFFSET %s"
         )
+        self.count_sql, self.page_sql, self.first_sql, self.oldest_sql = map(
+            named_placeholders, (self.count_sql, self.page_sql, self.first_sql, self.oldest_sql))
         self.entry_converters = [converters_of(f, connection) for f in self.entry_fields]
         self.entry_converted = [i for i, found in enumerate(self.entry_converters) if found]
         self.coverage_converters = [converters_of(f, connection) for f in self.coverage_fields]

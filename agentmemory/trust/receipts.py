@@ -89,7 +89,11 @@ def record_receipt(
         shown = {entry.pk for entry in picked}
         if folded_summary is not None:
             shown.add(folded_summary.pk)
-        written = _write_in_a_transaction(connection, receipt, items, shown, config)
+        # SQLite checks foreign keys at the commit of a transaction of our own, after
+        # every other writer's commit: what is gone by then fails it, as on PostgreSQL.
+        checked_at_commit = on_its_own and connection.vendor == "sqlite"
+        written = _write_in_a_transaction(connection, receipt, items,
+                                          set() if checked_at_commit else shown, config)
     if written is None:
         raise ThreadGoneError(f"Thread {thread.pk} was erased during the recall.")
     receipt.pk, receipt.turn = written
@@ -133,22 +137,26 @@ def _write_in_a_transaction(
     shown: set[int], config: RecallConfig,
 ) -> tuple[int, int] | None:
     """SQLite, or inside the caller's transaction: the receipt inserted from the locked
-    thread row, then a check that what was shown is still stored (its own statement, so
-    under READ COMMITTED it sees what an erasure that held the lock before us
-    committed), then the items."""
-    with transaction.atomic(using=connection.alias):
-        sql = _INSERT_LOCKED.get(connection.alias)
-        if sql is None:
-            sql = _INSERT_LOCKED[connection.alias] = _insert_locked_sql(connection)
-        with connection.cursor() as cursor:
-            cursor.execute(sql, [*_receipt_values(connection, receipt, config),
-                                 receipt.thread_id])
-            row = cursor.fetchone()
-        if row is None:
-            return None
-        if _stored_count(shown) != len(shown):
-            raise _entry_gone(receipt.thread_id)
-        insert_items(int(row[0]), items)
+    thread row, then a check that the ``shown`` entries are still stored (its own
+    statement, so under READ COMMITTED it sees what an erasure that held the lock before
+    us committed; none when the commit's foreign key check stands for it), then the
+    items."""
+    try:
+        with transaction.atomic(using=connection.alias):
+            sql = _INSERT_LOCKED.get(connection.alias)
+            if sql is None:
+                sql = _INSERT_LOCKED[connection.alias] = _insert_locked_sql(connection)
+            with connection.cursor() as cursor:
+                cursor.execute(sql, [*_receipt_values(connection, receipt, config),
+                                     receipt.thread_id])
+                row = cursor.fetchone()
+            if row is None:
+                return None
+            if shown and _stored_count(shown) != len(shown):
+                raise _entry_gone(receipt.thread_id)
+            insert_items(int(row[0]), items)
+    except IntegrityError as error:
+        raise _entry_gone(receipt.thread_id) from error
     return int(row[0]), int(row[1])
 
 

@@ -61,8 +61,42 @@ SCHEME = "v1"
 _PREFIX = f"{SCHEME}:"
 
 
+#: Signatures this process has checked and found to match their payload: a recall
+#: checks the same few summaries on every call. Keyed by the signature, the payload (each
+#: value with its type) and the keys it may be under, so an edited row or a changed key
+#: is checked again; a mismatch is never kept.
+_MATCHED: dict[tuple[Any, ...], bool] = {}
+_MATCHED_LIMIT = 4_096
+
+
 def _verifies(signature: str, payload: dict[str, Any]) -> bool:
-    return signature.startswith(_PREFIX) and _matches(signature.removeprefix(_PREFIX), payload)
+    if not signature.startswith(_PREFIX):
+        return False
+    key: tuple[Any, ...] | None = (signature, _frozen(payload), memory_settings.SIGNING_KEY,
+                                   settings.SECRET_KEY, *_fallback_keys())
+    try:
+        if key in _MATCHED:
+            return True
+    except TypeError:  # a value of a type that cannot be hashed: checked every time
+        key = None
+    if not _matches(signature.removeprefix(_PREFIX), payload):
+        return False
+    if key is not None:
+        if len(_MATCHED) >= _MATCHED_LIMIT:
+            _MATCHED.clear()
+        _MATCHED[key] = True
+    return True
+
+
+def _frozen(value: Any) -> Any:
+    """``value`` hashable, each scalar with its type (``1``, ``1.0`` and ``True`` differ).
+    Dicts keep their order: the same payload in another order only misses the cache."""
+    kind = type(value)
+    if kind is dict:
+        return tuple((key, _frozen(item)) for key, item in value.items())
+    if kind is list or kind is tuple:
+        return (kind, *(_frozen(item) for item in value))
+    return (kind, value)
 
 
 def _summary_fields(summary: MemoryEntry, coverage: SummaryCoverage) -> dict[str, Any]:
