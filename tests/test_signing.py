@@ -490,3 +490,24 @@ def test_a_backfill_longer_than_the_row_cap_checks_its_oldest_summary_before_any
     assert all(FORGED not in str(prompt) for prompt in testing.calls)
     assert outcome.summary is not None
     assert summary.pk not in [e.pk for e in services.expand(outcome.summary)]
+
+
+def test_the_remembered_matches_stay_within_their_limits(
+    settings: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agentmemory.trust import signing
+
+    settings.AGENTMEMORY = recording_settings(PLAIN)
+    _, _, summary = folded_thread()
+    remembered: dict[tuple[Any, ...], int] = {}
+    monkeypatch.setattr(signing, "_MATCHED", remembered)
+    monkeypatch.setattr(signing, "_MATCHED_TEXT_LIMIT", len(summary.content) - 1)
+    assert summary_is_intact(summary) and remembered == {}  # too long to keep
+
+    monkeypatch.setattr(signing, "_MATCHED_TEXT_LIMIT", len(summary.content))
+    monkeypatch.setattr(signing, "_MATCHED_LIMIT", 2)
+    remembered[("another",)] = 1
+    remembered[("a third",)] = 1
+    assert summary_is_intact(summary) and summary_is_intact(summary)
+    # Full, so dropped whole before this one was kept; kept once, then found.
+    assert list(remembered.values()) == [len(summary.content)]

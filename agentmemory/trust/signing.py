@@ -64,9 +64,12 @@ _PREFIX = f"{SCHEME}:"
 #: Signatures this process has checked and found to match their payload: a recall
 #: checks the same few summaries on every call. Keyed by the signature, the payload (each
 #: value with its type) and the keys it may be under, so an edited row or a changed key
-#: is checked again; a mismatch is never kept.
-_MATCHED: dict[tuple[Any, ...], bool] = {}
+#: is checked again; a mismatch is never kept. Each key's value is the length of the
+#: text it holds; the whole is dropped before it would hold more than either limit, and
+#: a text longer than the text limit is never kept.
+_MATCHED: dict[tuple[Any, ...], int] = {}
 _MATCHED_LIMIT = 4_096
+_MATCHED_TEXT_LIMIT = 1 << 24  # characters of summary text: about 16 MiB of ASCII
 
 
 def _verifies(signature: str, payload: dict[str, Any]) -> bool:
@@ -81,10 +84,12 @@ def _verifies(signature: str, payload: dict[str, Any]) -> bool:
         key = None
     if not _matches(signature.removeprefix(_PREFIX), payload):
         return False
-    if key is not None:
-        if len(_MATCHED) >= _MATCHED_LIMIT:
+    text = len(str(payload.get("content") or ""))
+    if key is not None and text <= _MATCHED_TEXT_LIMIT:
+        if (len(_MATCHED) >= _MATCHED_LIMIT
+                or sum(_MATCHED.values()) + text > _MATCHED_TEXT_LIMIT):
             _MATCHED.clear()
-        _MATCHED[key] = True
+        _MATCHED[key] = text
     return True
 
 
