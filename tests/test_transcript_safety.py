@@ -30,6 +30,7 @@ from agentmemory.transcript import (
     DEFAULT_INSTRUCTION,
     TRANSCRIPT_CLOSE,
     TRANSCRIPT_OPEN,
+    plain_ascii,
     render_transcript,
     summary_label,
 )
@@ -473,3 +474,12 @@ def test_stored_originals_keep_every_byte(recorded: list[Any]) -> None:
         assert [call["arguments"] for call in entry.tool_calls or []] == [
             call["arguments"] for call in sent.get("tool_calls", [])
         ]
+
+
+@settings(max_examples=500, deadline=None)
+@given(text=st.text(alphabet=st.characters(max_codepoint=0x7F), max_size=60)
+       | st.text(max_size=20) | st.sampled_from(["", "<<<", "a<<<b", "\x7f", "tab\there"]))
+def test_plain_ascii_is_the_check_it_stands_for(text: str) -> None:
+    """`defuse` returns what `plain_ascii` passes as it is: it must pass exactly the
+    printable ASCII without a delimiter, every control character and DEL refused."""
+    assert plain_ascii(text) == (text.isascii() and text.isprintable() and "<<<" not in text)
