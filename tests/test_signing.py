@@ -511,3 +511,20 @@ def test_the_remembered_matches_stay_within_their_limits(
     assert summary_is_intact(summary) and summary_is_intact(summary)
     # Full, so dropped whole before this one was kept; kept once, then found.
     assert list(remembered.values()) == [len(summary.content)]
+
+
+def test_a_remembered_match_is_keyed_by_the_payload_as_its_json_reads() -> None:
+    """Values equal in Python but written differently in the signed JSON never share a
+    remembered match: each would be checked against its own signature."""
+    import json
+    from decimal import Decimal
+
+    from agentmemory.trust.signing import _frozen
+
+    pairs = [(1, True), (1, 1.0), (0.0, -0.0), (Decimal("1.0"), Decimal("1.00")),
+             ([1], (1,)), ("1", 1)]
+    for first, second in pairs:
+        assert json.dumps(first, default=str) != json.dumps(second, default=str) or (
+            type(first) is not type(second))
+        assert _frozen({"value": first}) != _frozen({"value": second}), (first, second)
+    assert _frozen({"value": [0.5, "a"]}) == _frozen({"value": [0.5, "a"]})

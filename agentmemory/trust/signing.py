@@ -94,14 +94,18 @@ def _verifies(signature: str, payload: dict[str, Any]) -> bool:
 
 
 def _frozen(value: Any) -> Any:
-    """``value`` hashable, each scalar with its type (``1``, ``1.0`` and ``True`` differ).
-    Dicts keep their order: the same payload in another order only misses the cache."""
+    """``value`` hashable, each scalar with its type (``1``, ``1.0`` and ``True`` differ),
+    and any scalar but a string, an int or None by its repr, as the payload's JSON shows
+    it (``0.0`` and ``-0.0``, ``Decimal("1.0")`` and ``Decimal("1.00")`` differ): equal
+    keys are equal JSON. Dicts keep their order: another order only misses the cache."""
     kind = type(value)
     if kind is dict:
         return tuple((key, _frozen(item)) for key, item in value.items())
     if kind is list or kind is tuple:
         return (kind, *(_frozen(item) for item in value))
-    return (kind, value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return (kind, value)
+    return (kind, repr(value))
 
 
 def _summary_fields(summary: MemoryEntry, coverage: SummaryCoverage) -> dict[str, Any]:
