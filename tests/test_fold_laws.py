@@ -24,6 +24,7 @@ from agentmemory.models import (
     MemoryEntry,
     SummarizerCall,
     Thread,
+    summary_handle,
 )
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.load import load_visible
@@ -637,10 +638,11 @@ def test_prompt_injection_stays_data(recorded: list) -> None:
     assert summary.content.startswith("[summary of earlier turns")
     label, text = summary.content.split("\n", 1)
     assert text == CONTINUATION + INJECTION  # indented: data, never a line of its own
-    assert label == summary_label(from_turn=1, to_turn=3, message_count=12,
-                           handle="msg-summary-1-3")
-    # The label names no model (provenance is on the coverage row); it says what the text is.
-    assert "test-model" not in label and "by a model; 12 original messages kept" in label
+    assert label == summary_label(from_turn=1, to_turn=3, message_count=12)
+    # The label names no model (provenance is on the coverage row); it says what the text
+    # is, and its turns are the handle the memory tools take.
+    assert label == "[summary of earlier turns 1-3 by a model, 12 messages kept]"
+    assert "test-model" not in label and summary_handle(summary.summary_key) == "1-3"
     assert result.messages[0].content == summary.content
 
     [prompt] = recorded

@@ -53,7 +53,8 @@ TURNS = 14
 # each result at most a quarter of the budget.
 BUDGET = 1500
 FIRST_QUESTION = "Which order did I ask you about first?"
-HANDLE = re.compile(r"handle (msg-summary-\d+-\d+)")
+#: A summary's handle, its turns: in its label, or in an expand result's nested summary.
+HANDLE = re.compile(r"(?:\[summary of earlier turns |\(handle )(\d+-\d+)")
 
 
 @tool

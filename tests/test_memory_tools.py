@@ -23,7 +23,7 @@ from openai import AsyncOpenAI, OpenAI
 
 from agentmemory import services, tools
 from agentmemory.integrations.openai_shapes import chat_turn
-from agentmemory.models import MemoryEntry, Role, Thread
+from agentmemory.models import MemoryEntry, Role, Thread, summary_handle
 from agentmemory.tokens import count_tokens
 from tests.helpers import add_turns, recording_settings
 from tests.openai_server import TEST_API_KEY, TEST_MODEL, OpenAIServer, Reply, Respond
@@ -99,9 +99,9 @@ def test_the_official_client_loop_finds_a_dropped_fact_in_two_tool_calls(
     # The hit is the message that said it, folded, with the call that reads it whole.
     said = MemoryEntry.objects.get(thread=thread, content=SAID)
     assert said.covered_by is not None
+    handle = summary_handle(said.covered_by.summary_key)
     assert (f"entry {said.pk}, turn {said.turn}, assistant (folded into summary "
-            f"{said.covered_by.summary_key}: memory_expand handle "
-            f"{said.covered_by.summary_key} entry {said.pk}") in search_result
+            f"{handle}: memory_expand handle {handle} entry {said.pk}") in search_result
     assert SAID in expand_result  # verbatim
     # Stored as tool messages like any other, and never indexed again.
     stored = MemoryEntry.objects.filter(thread=thread, role=Role.TOOL,

@@ -75,8 +75,7 @@ def more_facts(text: str) -> int:
 
 def summary_entry(text: str, **label: Any) -> MemoryEntry:
     """An unsaved stored summary: the authored label, then the summarizer's text."""
-    label = {"from_turn": 1, "to_turn": 3, "message_count": 13, "handle": "msg-summary-1-3",
-             **label}
+    label = {"from_turn": 1, "to_turn": 3, "message_count": 13, **label}
     return MemoryEntry(
         role="system", kind=EntryKind.SUMMARY, content=f"{summary_label(**label)}\n{text}"
     )
@@ -194,8 +193,7 @@ def test_a_realistic_span_gives_a_smaller_summary(span: list[Message]) -> None:
     tokens = span_tokens(span)
     assert count_tokens(summary_body(text)) <= budget_of(span)
     # The fold adds its label and refuses a summary that is not smaller than the span.
-    label = summary_label(from_turn=1, to_turn=99, message_count=len(span),
-                          handle="msg-summary-1-99")
+    label = summary_label(from_turn=1, to_turn=99, message_count=len(span))
     assert count_tokens(summary_content(label, text)) < tokens
 
 

@@ -315,8 +315,7 @@ def test_a_model_that_answers_with_an_instruction_is_flagged_as_output(settings:
                                                 "output:role-override"]
     # Still data behind the authored label; without HOLD_FLAGGED it is recalled.
     label, text = summary.content.split("\n", 1)
-    assert label == summary_label(from_turn=6, to_turn=20, message_count=15,
-                                  handle="msg-summary-6-20")
+    assert label == summary_label(from_turn=6, to_turn=20, message_count=15)
     assert text == CONTINUATION + OBEYING
     assert result.summaries_used == [summary.pk]
 

@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentmemory import services
-from agentmemory.models import MemoryEntry, Thread
+from agentmemory.models import MemoryEntry, Thread, summary_handle
 from agentmemory.search.index import FTS_TABLE
 from agentmemory.search.query import InvalidSearchQuery
 from tests.helpers import add_turns
@@ -162,7 +162,7 @@ def test_a_hit_says_which_summary_covers_it_now() -> None:
     covered = MemoryEntry.objects.get(pk=hits[0].entry_id).covered_by
     assert covered is not None
     assert hits[0].covered_by_id == covered.pk
-    assert hits[0].covered_by_handle == covered.summary_key
+    assert hits[0].covered_by_handle == summary_handle(covered.summary_key)
     newest = services.search(thread, '"order 12 for Ada"')[0]
     assert newest.covered_by_id is None and newest.covered_by_handle is None
 
@@ -372,6 +372,12 @@ def test_expand_returns_the_direct_sources_page_by_page_within_the_budget() -> N
         seen += more.entries
     assert [e.pk for e in seen] == [e.pk for e in sources]
     assert first.tokens <= 200
+    # The handle a label shows is the summary's turns; its whole key finds it too.
+    turns = f"{summary.coverage.from_turn}-{summary.coverage.to_turn}"
+    assert summary.content.startswith(f"[summary of earlier turns {turns} by a model, ")
+    by_turns = services.expand_for_model(thread, turns, budget_tokens=200)
+    assert (by_turns.summary_id, by_turns.handle, by_turns.entries) == (
+        summary.pk, turns, first.entries)
 
 
 @settings(max_examples=25, deadline=None,

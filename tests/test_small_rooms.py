@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from agentmemory import services
 from agentmemory.folding import DeclineReason
-from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread
+from agentmemory.models import EntryKind, MemoryEntry, SummarizerCall, Thread, summary_handle
 from agentmemory.pipeline.blocks import entry_cost
 from agentmemory.pipeline.budget import context_room
 from agentmemory.pipeline.config import RecallConfig
@@ -214,9 +214,10 @@ def test_a_merged_summary_says_how_many_original_messages_and_which_turns() -> N
         originals = [e for e in services.expand(summary, recursive=True) if not e.is_summary]
         first, last = min(e.turn for e in originals), max(e.turn for e in originals)
         label = summary.content.partition("\n")[0]
-        assert label.startswith(f"[summary of earlier turns {first}-{last} by a model; ")
-        assert f"; {len(originals)} original messages kept," in label
-        assert f"handle {summary.summary_key}]" in label
+        assert label == (f"[summary of earlier turns {first}-{last} by a model, "
+                         f"{len(originals)} messages kept]")
+        # Its turns are its handle.
+        assert summary_handle(summary.summary_key) == f"{first}-{last}"
         assert summary.coverage.message_count == len(originals) > summary.coverage.entry_count
 
 

@@ -15,6 +15,8 @@ from agentmemory.models.entries import (
     SummaryCoverage,
     SummaryManager,
     SummarySource,
+    key_of_handle,
+    summary_handle,
     summary_key,
 )
 from agentmemory.models.folds import FoldedSpan, FoldLatch, SpanSource
@@ -47,5 +49,7 @@ __all__ = [
     "SummarySource",
     "Thread",
     "Tier",
+    "key_of_handle",
+    "summary_handle",
     "summary_key",
 ]

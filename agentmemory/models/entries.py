@@ -27,6 +27,18 @@ def summary_key(from_turn: int, to_turn: int) -> str:
     return f"{SUMMARY_KEY_PREFIX}{from_turn}-{to_turn}"
 
 
+def summary_handle(key: str) -> str:
+    """The handle a summary's label shows and the memory tools take: the turns it stands
+    for, ``from-to`` (its key without the prefix; a key shorter by a prefix is paid for
+    less on every turn the label is in a context)."""
+    return key.removeprefix(SUMMARY_KEY_PREFIX)
+
+
+def key_of_handle(handle: str) -> str:
+    """The key a handle names: a label's turns (``3-17``) or the whole key."""
+    return handle if handle.startswith(SUMMARY_KEY_PREFIX) else f"{SUMMARY_KEY_PREFIX}{handle}"
+
+
 class MemoryEntry(models.Model):
     """One message of a thread, or a summary standing in for several of them."""
 

@@ -242,7 +242,6 @@ def _span_of(plan: FoldPlan, config: RecallConfig) -> Span:
         del model  # provenance is on the coverage row; the label names no model
         return summary_label(
             from_turn=plan.from_turn, to_turn=plan.to_turn, message_count=plan.message_count,
-            handle=plan.key,
         )
 
     return Span(

@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from agentmemory.conf import memory_settings
 from agentmemory.exceptions import AgentMemoryConfigurationError, AgentMemoryError
-from agentmemory.models import MemoryEntry, Role, Thread
+from agentmemory.models import MemoryEntry, Role, Thread, key_of_handle, summary_handle
 from agentmemory.pipeline.blocks import Block, blocks_of, entry_cost
 from agentmemory.search.index import Candidate, Scope, lookup, snippets
 from agentmemory.search.query import InvalidSearchQuery, parse_query
@@ -51,7 +51,8 @@ EVERY_THREAD = _EveryThread()
 
 
 class UnknownHandleError(AgentMemoryError, LookupError):
-    """No live summary of the thread has this handle (the key its label shows)."""
+    """No live summary of the thread has this handle (the turns its label shows, or its
+    key)."""
 
     field = "handle"
 
@@ -59,7 +60,7 @@ class UnknownHandleError(AgentMemoryError, LookupError):
 @dataclass(frozen=True)
 class SearchHit:
     """One original that matched, and where it is now: verbatim, or stood for by the
-    summary ``covered_by`` (whose handle ``memory_expand`` takes)."""
+    summary ``covered_by`` (whose handle, its turns, ``memory_expand`` takes)."""
 
     entry_id: int
     thread_id: int
@@ -132,7 +133,9 @@ def search(
             snippet=strip_invisible(texts.get(c.entry_id, "")),
             score=round(c.score, 6),
             covered_by_id=row["covered_by_id"],
-            covered_by_handle=row["covered_by__summary_key"],
+            covered_by_handle=(
+                summary_handle(key) if (key := row["covered_by__summary_key"]) else None
+            ),
         )
         for c, row in kept
     ]
@@ -205,13 +208,13 @@ def expand_for_model(
         )
     summary = (
         MemoryEntry.objects.summaries().unretired()
-        .filter(thread=thread, summary_key=str(handle)[:64])
+        .filter(thread=thread, summary_key=key_of_handle(str(handle)[:64]))
         .first()
     )
     if summary is None:
         raise UnknownHandleError(
             f"Thread {thread.pk} has no summary with handle {str(handle)[:64]!r}: use the "
-            "handle a summary's label in the context gives."
+            "turns a summary's label in the context names, as 3-17."
         )
     children = list(
         MemoryEntry.objects.filter(summarized_in__summary=summary)
@@ -234,7 +237,7 @@ def expand_for_model(
         )
     entries, cut = _fit(pages[page - 1] if pages else [], budget_tokens)
     return Expansion(
-        handle=summary.summary_key or "", summary_id=summary.pk, page=page,
+        handle=summary_handle(summary.summary_key or ""), summary_id=summary.pk, page=page,
         pages=max(len(pages), 1), entries=entries,
         tokens=sum(entry_cost(entry) for entry in entries), cut=cut,
     )

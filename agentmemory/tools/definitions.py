@@ -17,7 +17,7 @@ from typing import Any
 
 from agentmemory import services
 from agentmemory.exceptions import AgentMemoryError
-from agentmemory.models import MemoryEntry, Thread
+from agentmemory.models import MemoryEntry, Thread, summary_handle
 from agentmemory.search.index import MEMORY_TOOL_NAMES
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import defuse, render_message, summary_text
@@ -68,11 +68,12 @@ TOOLS: tuple[MemoryTool, ...] = (
     ),
     MemoryTool(
         MEMORY_EXPAND,
-        "Read the original messages behind a summary, word for word. Give the handle the "
-        "summary's label shows (e.g. msg-summary-3-17) or a memory_search hit gives. Long "
-        "spans come in pages; a nested summary in the result has its own handle.",
+        "Read the original messages behind a summary, word for word. Give its handle: the "
+        "turns its label names (3-17 for \"[summary of earlier turns 3-17 ...]\"), or "
+        "what a memory_search hit gives. Long spans come in pages; a nested summary in the "
+        "result has its own handle.",
         _schema({
-            "handle": {"type": "string", "description": "The summary's handle."},
+            "handle": {"type": "string", "description": "The summary's turns, as 3-17."},
             "page": {"type": ["integer", "null"], "minimum": 1,
                      "description": "Which page (default 1)."},
             "entry": {"type": ["integer", "null"], "description": "A memory_search hit's "
@@ -225,6 +226,7 @@ def _expand(
 
 def _entry_line(entry: MemoryEntry) -> str:
     if entry.is_summary:
-        return (f"turn {entry.turn}, a nested summary (handle {defuse(entry.summary_key or '')}"
+        handle = summary_handle(entry.summary_key or "")
+        return (f"turn {entry.turn}, a nested summary (handle {defuse(handle)}"
                 f", memory_expand it for its originals): {defuse(summary_text(entry.content))}")
     return f"turn {entry.turn}, {render_message(entry)}"

@@ -26,7 +26,9 @@ class SearchHitSerializer(SharedFields, serializers.Serializer):
         "verbatim.",
     )
     covered_by_handle = serializers.CharField(
-        allow_null=True, help_text="That summary's key, the handle its label shows."
+        allow_null=True,
+        help_text="That summary's handle: the turns its label names (its key without the "
+        "msg-summary- prefix).",
     )
 
 
