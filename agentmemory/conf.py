@@ -46,7 +46,7 @@ DEFAULTS: dict[str, Any] = {
     # number: also fold once that many entries are loaded (the seeds' trigger).
     "FOLD_HIGH_WATER": 0.6,
     "FOLD_TRIGGER_MIN_TOKENS": 0,
-    "FOLD_LOW_WATER": 0.05,
+    "FOLD_LOW_WATER": 0.02,
     # The provider's cache minimum (OpenAI: 1,024). Where the room holds three times it,
     # the context a chunk fold leaves grows past FOLD_LOW_WATER to it, and the summaries
     # a fold leaves in front hold it, so later turns and fold turns are billed at the

@@ -54,7 +54,7 @@ class RecallConfig:
     footer: str
     high_water: float | None = 0.6
     trigger_min_tokens: int = 0
-    low_water: float = 0.05
+    low_water: float = 0.02
     cache_min_tokens: int = 1_024
     summary_share: float = 0.25
     input_limit: int = 64_000
