@@ -18,7 +18,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-from django.db import connection, connections
+from django.db import connection, connections, transaction
 from django.db.models import Count, F, Q, Sum
 from django.utils import timezone
 from hypothesis import given
@@ -292,7 +292,9 @@ def test_appends_that_overlap_queue_on_the_counters_and_keep_positions_gapless(
 ) -> None:
     """The first append holds the row lock (its counters moved, its rows not yet written)
     while the others send their UPDATE: they are seen waiting on the lock, then each
-    takes the next positions; no position is lost, repeated or skipped."""
+    takes the next positions; no position is lost, repeated or skipped. Each append runs
+    in a transaction of its caller's, so the rows follow the counters' UPDATE in two
+    statements (tests/test_append_statement.py overlaps appends in one statement)."""
     if not on_postgres:
         pytest.skip("SQLite serialises writers per database, not per row")
     thread = Thread.objects.create()
@@ -312,7 +314,8 @@ def test_appends_that_overlap_queue_on_the_counters_and_keep_positions_gapless(
         try:
             batch = [{"role": "user" if n == 0 else "assistant", "content": f"{name} {n}"}
                      for n in range(size)]
-            results[name] = services.append(Thread.objects.get(pk=thread.pk), batch)
+            with transaction.atomic():
+                results[name] = services.append(Thread.objects.get(pk=thread.pk), batch)
         except BaseException as exc:  # noqa: BLE001 (reported below)
             results[name] = exc
         finally:

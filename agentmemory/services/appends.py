@@ -16,7 +16,13 @@ from agentmemory.messages import check_tool_call_ids, clean_message
 from agentmemory.models import EntryKind, MemoryEntry, Role, Thread
 from agentmemory.pipeline.blocks import entry_cost
 from agentmemory.services.background import fold_if_due, fold_ruled_out
-from agentmemory.sql import advance_counters, insert_entries, set_turn
+from agentmemory.sql import (
+    advance_counters,
+    append_in_one_statement,
+    appends_in_one_statement,
+    insert_entries,
+    set_turn,
+)
 from agentmemory.tokens import count_tokens
 from agentmemory.transcript import entry_line
 
@@ -69,46 +75,68 @@ def append(
     explicit = any(message.get("turn") is not None for message in cleaned)
     users = 0 if explicit else sum(message["role"] == Role.USER for message in cleaned)
     opens = int(not explicit and bool(cleaned) and cleaned[0]["role"] != Role.USER)
-    with transaction.atomic():
-        # The row lock (the one lock order, `ThreadQuerySet.lock`), taken by the UPDATE
-        # of the counters, serialises appends to one thread, so positions and turns are
-        # assigned from the counters without reading the thread's entries.
-        counters = advance_counters(
-            thread.pk, rows=len(entries), turns=users, opens=opens,
-            tokens=sum(map(entry_cost, entries)), now=now)
+    tokens = sum(map(entry_cost, entries))
+    tools = any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned)
+    if not (explicit or tools) and appends_in_one_statement(len(entries)):
+        # Nothing to check under the lock: the counters and the rows in one round trip.
+        counters = append_in_one_statement(thread.pk, entries, users=users, opens=opens,
+                                           tokens=tokens, now=now)
         if counters is None:
             raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
-        last_position, last_turn, unfolded_tokens = counters
-        # Before this batch (a thread at turn 0 opening with another role than the user's
-        # numbers its entries as one at turn 1 would).
-        position, turn = last_position - len(entries), last_turn - users
-        if any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned):
-            check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
-        for index, (message, entry) in enumerate(zip(cleaned, entries, strict=True)):
-            position += 1
-            if message.get("turn") is not None:
-                if message["turn"] < turn:
-                    raise MessageConflictError(
-                        f"turn {message['turn']} is before the thread's current turn {turn}.",
-                        field="turn",
-                        index=index,
-                    )
-                turn = message["turn"]
-            elif message["role"] == Role.USER or turn == 0:
-                turn += 1
-            entry.turn, entry.position = turn, position
-        insert_entries(entries)
-        if explicit and turn != last_turn:
-            set_turn(thread.pk, turn)
-        if memory_settings.RECALL_MODE == "background" and not fold_ruled_out(
-            thread, rows=last_position, tokens=unfolded_tokens
-        ):
-            # After the commit, outside the row lock: deciding reads the thread's history,
-            # and appends to the thread queue on that lock.
-            transaction.on_commit(lambda: fold_if_due(thread))
+        position, turn, unfolded_tokens = counters
+    else:
+        with transaction.atomic():
+            position, turn, unfolded_tokens = _append_under_the_lock(
+                thread, cleaned, entries, explicit=explicit, tools=tools, users=users,
+                opens=opens, tokens=tokens, now=now)
+    if memory_settings.RECALL_MODE == "background" and not fold_ruled_out(
+        thread, rows=position, tokens=unfolded_tokens
+    ):
+        # After the commit, outside the row lock: deciding reads the thread's history,
+        # and appends to the thread queue on that lock.
+        transaction.on_commit(lambda: fold_if_due(thread))
     thread.last_position, thread.last_turn = position, turn
     thread.unfolded_tokens = unfolded_tokens
     return entries
+
+
+def _append_under_the_lock(
+    thread: Thread, cleaned: list[dict[str, Any]], entries: list[MemoryEntry], *,
+    explicit: bool, tools: bool, users: int, opens: int, tokens: int, now: datetime,
+) -> tuple[int, int, int | None]:
+    """The counters, the checks that read the thread's entries (``tools``: the batch
+    holds tool calls or results), and the rows, in the caller's transaction; returns the
+    last position and turn, and the unfolded tokens."""
+    # The row lock (the one lock order, `ThreadQuerySet.lock`), taken by the UPDATE of
+    # the counters, serialises appends to one thread, so positions and turns are
+    # assigned from the counters without reading the thread's entries.
+    counters = advance_counters(thread.pk, rows=len(entries), turns=users, opens=opens,
+                                tokens=tokens, now=now)
+    if counters is None:
+        raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
+    last_position, last_turn, unfolded_tokens = counters
+    # Before this batch (a thread at turn 0 opening with another role than the user's
+    # numbers its entries as one at turn 1 would).
+    position, turn = last_position - len(entries), last_turn - users
+    if tools:
+        check_tool_call_ids(cleaned, *MemoryEntry.objects.filter(thread=thread).tool_call_ids())
+    for index, (message, entry) in enumerate(zip(cleaned, entries, strict=True)):
+        position += 1
+        if message.get("turn") is not None:
+            if message["turn"] < turn:
+                raise MessageConflictError(
+                    f"turn {message['turn']} is before the thread's current turn {turn}.",
+                    field="turn",
+                    index=index,
+                )
+            turn = message["turn"]
+        elif message["role"] == Role.USER or turn == 0:
+            turn += 1
+        entry.turn, entry.position = turn, position
+    insert_entries(entries)
+    if explicit and turn != last_turn:
+        set_turn(thread.pk, turn)
+    return position, turn, unfolded_tokens
 
 
 async def aappend(

@@ -1,0 +1,182 @@
+"""An append of plain messages on PostgreSQL outside a transaction is one statement
+(`sql.append_in_one_statement`): the counters' UPDATE as a WITH of the INSERT.
+
+Held against the path it stands for, the counters' UPDATE and the INSERT in a
+transaction (what an append inside a caller's transaction still takes), over random
+batches: the same rows field for field, the same counters. Then what the row lock keeps
+when appends really overlap (a holder keeps the lock while the appends are seen
+waiting on it), and an erased thread. PostgreSQL only: SQLite always takes the
+transaction path.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.db import connection, connections, transaction
+from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentmemory import services
+from agentmemory.exceptions import ThreadGoneError
+from agentmemory.models import MemoryEntry, Thread
+
+pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
+
+NOW = datetime(2026, 12, 1, tzinfo=UTC)
+
+batches = st.lists(st.lists(st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "system"]),
+     "content": st.text(st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"),
+                        max_size=20).filter(str.strip)},
+    optional={"tier": st.sampled_from(["hot", "warm", "cold"]),
+              "metadata": st.dictionaries(st.sampled_from(["k", "ü"]),
+                                          st.one_of(st.integers(), st.text("ab✓", max_size=3)),
+                                          max_size=2)}),
+    min_size=1, max_size=6), min_size=1, max_size=5)
+
+
+@pytest.fixture
+def postgres(on_postgres: bool) -> None:
+    if not on_postgres:
+        pytest.skip("SQLite serialises writers per database; its append is a transaction")
+
+
+def statements(call: Any) -> tuple[Any, list[str]]:
+    with CaptureQueriesContext(connection) as captured:
+        result = call()
+    return result, [query["sql"] for query in captured.captured_queries]
+
+
+def rows_of(thread: Thread) -> list[tuple[Any, ...]]:
+    compared = [f.attname for f in MemoryEntry._meta.concrete_fields
+                if f.attname not in ("id", "thread_id")]
+    return list(MemoryEntry.objects.filter(thread=thread).order_by("position")
+                .values_list(*compared))
+
+
+def counters_of(thread: Thread) -> tuple[Any, ...]:
+    row = Thread.objects.get(pk=thread.pk)
+    return row.last_position, row.last_turn, row.unfolded_tokens, row.updated_at
+
+
+@settings(max_examples=25, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=batches, ttl=st.sampled_from([None, timedelta(days=2)]),
+       folded=st.booleans())
+def test_one_statement_writes_what_the_transaction_writes(
+    postgres: None, batches: list[list[dict[str, Any]]], ttl: timedelta | None, folded: bool,
+) -> None:
+    """Positions, turns (a thread's first message opens turn 1 whatever its role, each
+    user message opens the next), every column, and the counters, NULL unfolded tokens
+    (a folded thread's) staying NULL."""
+    mine, theirs = (Thread.objects.create(ttl=ttl, unfolded_tokens=None if folded else 0)
+                    for _ in range(2))
+    for number, batch in enumerate(batches):
+        now = NOW + timedelta(minutes=number)
+        entries, sent = statements(lambda batch=batch, now=now: services.append(
+            mine, batch, now=now))
+        assert len(sent) == 1 and sent[0].startswith("WITH counters"), sent
+        with transaction.atomic():  # a caller's transaction: the two statements
+            _, two = statements(lambda batch=batch, now=now: services.append(
+                theirs, batch, now=now))
+        assert not any(sql.startswith("WITH counters") for sql in two), two
+        stored = MemoryEntry.objects.filter(thread=mine).order_by("position")
+        assert [(e.pk, e.position, e.turn) for e in entries] == list(
+            stored.values_list("pk", "position", "turn"))[-len(batch):]
+        assert (mine.last_position, mine.last_turn) == (entries[-1].position,
+                                                        entries[-1].turn)
+    assert rows_of(mine) == rows_of(theirs)
+    assert counters_of(mine) == counters_of(theirs)
+    assert mine.unfolded_tokens == Thread.objects.get(pk=mine.pk).unfolded_tokens
+
+
+def test_an_erased_thread_takes_nothing(postgres: None) -> None:
+    thread = Thread.objects.create()
+    Thread.objects.filter(pk=thread.pk).delete()
+    with pytest.raises(ThreadGoneError):
+        services.append(thread, [{"role": "user", "content": "anyone?"},
+                                 {"role": "assistant", "content": "no"}])
+    assert not MemoryEntry.objects.filter(thread_id=thread.pk).exists()
+
+
+def test_tool_rounds_and_explicit_turns_take_the_transaction(postgres: None) -> None:
+    """Their checks read the thread's entries under the lock."""
+    thread = Thread.objects.create()
+    _, sent = statements(lambda: services.append(thread, [
+        {"role": "user", "content": "where is it?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "name": "track", "arguments": "{}"}]},
+        {"role": "tool", "tool_call_id": "c1", "tool_name": "track", "content": "{}"}]))
+    assert not any(sql.startswith("WITH counters") for sql in sent), sent
+    _, sent = statements(lambda: services.append(
+        thread, {"role": "user", "content": "later", "turn": 5}))
+    assert not any(sql.startswith("WITH counters") for sql in sent), sent
+    assert list(MemoryEntry.objects.filter(thread=thread).order_by("position")
+                .values_list("turn", flat=True)) == [1, 1, 1, 5]
+
+
+def test_appends_in_one_statement_queue_on_the_row_lock(postgres: None) -> None:
+    """A holder keeps the thread's row lock while three appends send their statement:
+    they are seen waiting on the lock, then each takes the next positions; no position
+    is lost, repeated or skipped, and each batch's turns follow its own user messages."""
+    thread = Thread.objects.create()
+    services.append(thread, {"role": "user", "content": "first"})
+    locked, release = threading.Event(), threading.Event()
+
+    def holder() -> None:
+        try:
+            with transaction.atomic():
+                list(Thread.objects.select_for_update().filter(pk=thread.pk))
+                locked.set()
+                assert release.wait(30)
+        finally:
+            connections.close_all()
+
+    results: dict[int, Any] = {}
+
+    def appender(size: int) -> None:
+        try:
+            batch = [{"role": "user" if n == 0 else "assistant", "content": f"{size} {n}"}
+                     for n in range(size)]
+            results[size] = services.append(Thread.objects.get(pk=thread.pk), batch)
+        except BaseException as exc:  # noqa: BLE001 (reported below)
+            results[size] = exc
+        finally:
+            connections.close_all()
+
+    held = threading.Thread(target=holder)
+    held.start()
+    assert locked.wait(30)
+    appenders = [threading.Thread(target=appender, args=(size,)) for size in (1, 2, 3)]
+    for worker in appenders:
+        worker.start()
+    waiting, deadline = 0, time.monotonic() + 30
+    with connections["default"].cursor() as cursor:
+        while waiting < len(appenders) and time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE 'WITH counters%%'")
+            waiting = cursor.fetchone()[0]
+            time.sleep(0.01)
+    release.set()
+    for worker in (held, *appenders):
+        worker.join(60)
+    assert waiting == len(appenders), "the appends were not seen waiting on the lock"
+    assert all(isinstance(found, list) for found in results.values()), results
+    positions = sorted(e.position for found in results.values() for e in found)
+    assert positions == list(range(2, 2 + 1 + 2 + 3))
+    for found in results.values():  # each batch: one new turn, its entries together
+        assert [e.position for e in found] == list(range(found[0].position,
+                                                         found[0].position + len(found)))
+        assert len({e.turn for e in found}) == 1
+    assert sorted(found[0].turn for found in results.values()) == [2, 3, 4]
+    final = Thread.objects.get(pk=thread.pk)
+    assert (final.last_position, final.last_turn) == (7, 4)
+    assert list(MemoryEntry.objects.filter(thread=thread).order_by("position")
+                .values_list("position", flat=True)) == list(range(1, 8))
