@@ -46,6 +46,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from agentmemory.conf import DEFAULTS  # noqa: E402
 from bench import conversation as conv  # noqa: E402
 from bench.common import (  # noqa: E402
     Database,
@@ -355,8 +356,10 @@ def section(results: dict[str, Any]) -> str:
 
 The seeded conversation ({conv.TURNS:,} turns, {total:,} tokens) runs through
 `services.recall(thread, B)` with the default settings (budget-driven load, inline
-folds: fold once the context would outgrow the room, down to a verbatim tail of 0.3 ×
-the room; merge summaries once they hold more than 0.25 × the room; receipts off), one
+folds: fold once the context would outgrow {DEFAULTS["FOLD_HIGH_WATER"]} × the room, down to
+a verbatim tail of {DEFAULTS["FOLD_LOW_WATER"]} × the room; summaries within
+{DEFAULTS["SUMMARY_SHARE"]} × the room, a fold absorbing the newest past it in the same
+call; receipts off), one
 thread per budget, and once in the seeds' count-driven mode (`LOAD_COUNT` 20,
 `TRIGGER_MIN_ENTRIES` 20, `FOLD_HIGH_WATER` None) at B = {COUNT_BUDGET:,}. The summarizer
 is the OpenAI backend at the loopback stub, which counts every prompt exactly. At each
