@@ -504,6 +504,7 @@ def _conversation() -> dict[str, Any]:
     calls = SummarizerCall.objects.filter(thread=thread)
     outcomes = dict(calls.values_list("outcome").annotate(n=Count("id")).order_by())
     return {
+        "engine": describe_engine(),
         "turns": len(context_tokens),
         "messages": len(expected),
         "conversation_tokens": sum(entry.token_count for entry in originals),
@@ -1028,7 +1029,7 @@ def _conversation_section(results: dict[str, Any]) -> str:
     for engine, run in runs.items():
         stub = run["stub"]
         rows.append([
-            results["sizes"].get(engine, {}).get("engine", engine), number(stub["calls"]),
+            run.get("engine", engine), number(stub["calls"]),
             number(stub["prompt_tokens"]),
             f"{stub['prompt_tokens'] / run['conversation_tokens']:.2f}",
             number(run["context_tokens"][-1]), number(max(run["context_tokens"])),
@@ -1058,8 +1059,8 @@ message; every {conv.TOOL_EVERY}th turn ({tool_turns} of them) the assistant cal
 and the tool's JSON result comes back before the answer.
 
 At each turn the user's message is appended, then `services.recall(thread, {BUDGET})`
-builds the context the model would get (the default settings: inline mode, load 20,
-fold once 20 are loaded, keep the newest 5 verbatim, reserve {RESERVE_TOKENS} tokens for
+builds the context the model would get (the default settings: inline mode, budget-driven
+folds as in *Economy* below, reserve {RESERVE_TOKENS} tokens for
 the answer, so {CONTEXT_ROOM} are left for the context), then the assistant's messages
 are appended. The summarizer is agentmemory's OpenAI backend with the official client,
 aimed at a loopback OpenAI-compatible server (the test suite's) that answers every
@@ -1137,7 +1138,7 @@ def _peers_section(results: dict[str, Any]) -> str:
     rows = [row(
         f"django-agentmemory {results['versions']['django-agentmemory']}",
         "`services.recall` (inline fold)",
-        "load 20, fold at 20, keep 5, budget "
+        "budget-driven folds (the defaults), budget "
         f"{BUDGET} − {RESERVE_TOKENS} reserve", ours["stub"],
         {**ours, "context_tokens": ours["rendered_tokens"]},
         f"all {ours['originals_kept']:,} (rows, linked to their summary)",
