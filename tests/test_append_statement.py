@@ -22,9 +22,11 @@ from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentmemory import services
+from agentmemory import services, sql
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import MemoryEntry, Thread
+from agentmemory.querysets import no_fold_on_its_way_q
+from tests.test_sql import FOLD_STATES, at
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -180,3 +182,23 @@ def test_appends_in_one_statement_queue_on_the_row_lock(postgres: None) -> None:
     assert (final.last_position, final.last_turn) == (7, 4)
     assert list(MemoryEntry.objects.filter(thread=thread).order_by("position")
                 .values_list("position", flat=True)) == list(range(1, 8))
+
+
+@settings(max_examples=40, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(state=FOLD_STATES)
+def test_the_statement_says_a_fold_is_on_its_way_as_the_decision_reads_it(
+    postgres: None, state: dict[str, Any],
+) -> None:
+    """What the append then skips: the fold decision's tally answers nothing while a fold
+    is queued, leased (each until a time that has not passed) or parked; the statement
+    reads the same under the row lock."""
+    thread = Thread.objects.create(**at(state, NOW))
+    entry = MemoryEntry(thread=thread, kind="message", role="user", content="hello",
+                        tool_calls=[], metadata={}, tier="hot", token_count=1, created_at=NOW)
+    found = sql.append_in_one_statement(thread.pk, [entry], users=1, opens=0, tokens=2,
+                                        now=NOW)
+    assert found is not None
+    decided = Thread.objects.filter(no_fold_on_its_way_q(NOW), pk=thread.pk,
+                                    fold_parked_until__isnull=True).exists()
+    assert found[3] is not decided

@@ -83,13 +83,17 @@ def append(
                                            tokens=tokens, now=now)
         if counters is None:
             raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
-        position, turn, unfolded_tokens = counters
+        position, turn, unfolded_tokens, fold_waits = counters
     else:
+        fold_waits = False
         with transaction.atomic():
             position, turn, unfolded_tokens = _append_under_the_lock(
                 thread, cleaned, entries, explicit=explicit, tools=tools, users=users,
                 opens=opens, tokens=tokens, now=now)
-    if memory_settings.RECALL_MODE == "background" and not fold_ruled_out(
+    # A fold queued, leased or parked when the statement held the row lock: the decision
+    # would only say so (its tally reads the same state after the commit). The fold on
+    # its way re-checks when it is done, and a parked one waits for the sweep.
+    if memory_settings.RECALL_MODE == "background" and not fold_waits and not fold_ruled_out(
         thread, rows=position, tokens=unfolded_tokens
     ):
         # After the commit, outside the row lock: deciding reads the thread's history,

@@ -12,15 +12,30 @@ from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agentmemory.models import MemoryEntry, Thread
-from agentmemory.sql.base import INSERT_ROWS, column_names, statement, table_name
+from agentmemory.sql.base import (
+    INSERT_ROWS,
+    column_names,
+    no_fold_on_its_way,
+    statement,
+    table_name,
+)
 
 
-def _counters_sql(connection: BaseDatabaseWrapper, returning: bool) -> str:
+def _counters_sql(
+    connection: BaseDatabaseWrapper, returning: bool, fold_state: bool = False
+) -> str:
+    """The counters' UPDATE; ``fold_state``: it also returns whether a fold of the thread
+    is queued, leased or parked, as the fold decision's tally reads it (three more
+    parameters: now, an empty lease owner, now)."""
     t = column_names(connection, Thread)
     position, turn, tokens = t("last_position"), t("last_turn"), t("unfolded_tokens")
     update = (f"UPDATE {table_name(connection, Thread)} SET {position} = {position} + %s,"
               f" {turn} = {turn} + %s + CASE WHEN {turn} = 0 THEN %s ELSE 0 END,"
               f" {tokens} = {tokens} + %s, {t('updated_at')} = %s WHERE {t('id')} = %s")
+    if fold_state:
+        waits = (f"CASE WHEN {no_fold_on_its_way('', t)} AND {t('fold_parked_until')} IS NULL"
+                 f" THEN FALSE ELSE TRUE END")
+        return f"{update} RETURNING {position}, {turn}, {tokens}, {waits}"
     if returning:
         return f"{update} RETURNING {position}, {turn}, {tokens}"
     return update
@@ -129,19 +144,20 @@ def appends_in_one_statement(rows: int) -> bool:
 def append_in_one_statement(
     thread_id: int, entries: Sequence[MemoryEntry], *, users: int, opens: int, tokens: int,
     now: datetime,
-) -> tuple[int, int, int | None] | None:
+) -> tuple[int, int, int | None, bool] | None:
     """`advance_counters` and `insert_entries` in one statement, one round trip and its
     own commit (`appends_in_one_statement` says when): the counters' UPDATE is a WITH
     of the INSERT, which takes each row's position and turn from what it returns, as
     `services.append` numbers them without explicit turns (each of the ``users`` user
     messages opens a turn, any other message joins the current one). Sets the entries'
-    keys, positions and turns; returns what `advance_counters` returns, or None, with
+    keys, positions and turns; returns what `advance_counters` returns and whether a
+    fold of the thread was queued, leased or parked under the row lock, or None, with
     nothing written, when the thread is gone."""
     alias = router.db_for_write(MemoryEntry)
     connection = connections[alias]
     count, opened = len(entries), 0
-    params: list[Any] = [count, users, opens, tokens,
-                         connection.ops.adapt_datetimefield_value(now), thread_id]
+    at = connection.ops.adapt_datetimefield_value(now)
+    params: list[Any] = [count, users, opens, tokens, at, thread_id, at, "", at]
     for number, entry in enumerate(entries, start=1):
         opened += entry.role == "user"
         params += [users - opened if field.attname == "turn"
@@ -154,11 +170,11 @@ def append_in_one_statement(
         written = sorted(cursor.fetchall(), key=lambda row: row[1])
     if not written:
         return None
-    for entry, (key, position, turn, _) in zip(entries, written, strict=True):
+    for entry, (key, position, turn, _, _) in zip(entries, written, strict=True):
         entry.pk, entry.position, entry.turn = key, position, turn
         entry._state.adding, entry._state.db = False, alias
-    _, last_position, last_turn, unfolded = written[-1]
-    return int(last_position), int(last_turn), unfolded
+    _, last_position, last_turn, unfolded, waits = written[-1]
+    return int(last_position), int(last_turn), unfolded, bool(waits)
 
 
 def _append_sql(connection: BaseDatabaseWrapper, rows: int) -> str:
@@ -170,8 +186,8 @@ def _append_sql(connection: BaseDatabaseWrapper, rows: int) -> str:
                        else f"CAST(%s AS {f.cast_db_type(connection)})" for f in fields)
     selects = " UNION ALL ".join([f"SELECT {values} FROM counters c"] * rows)
     columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
-    return (f"WITH counters (last_position, last_turn, unfolded) AS"
-            f" ({_counters_sql(connection, returning=True)})"
+    return (f"WITH counters (last_position, last_turn, unfolded, fold_waits) AS"
+            f" ({_counters_sql(connection, returning=True, fold_state=True)})"
             f" INSERT INTO {table_name(connection, MemoryEntry)} ({columns}) {selects}"
             f" RETURNING {e('id')}, {e('position')}, {e('turn')},"
-            f" (SELECT unfolded FROM counters)")
+            f" (SELECT unfolded FROM counters), (SELECT fold_waits FROM counters)")

@@ -3,7 +3,7 @@ aggregate, whether a fold is on its way, and the owned thread."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,7 +12,13 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agentmemory.models import EntryKind, MemoryEntry, Thread
 from agentmemory.pipeline.instances import convert, converters_of, instance_of
-from agentmemory.sql.base import BIGINT, column_names, statement, table_name
+from agentmemory.sql.base import (
+    BIGINT,
+    column_names,
+    no_fold_on_its_way,
+    statement,
+    table_name,
+)
 
 
 def _tally_sql(connection: BaseDatabaseWrapper, tier_count: int | None,
@@ -35,7 +41,7 @@ def _tally_sql(connection: BaseDatabaseWrapper, tier_count: int | None,
     joined = ""
     if unless_on_its_way:  # the thread's row joined: one query answers both questions
         joined = f" INNER JOIN {thread} ON {thread}.{t('id')} = {column('thread')}"
-        where.append(_no_fold_on_its_way(f"{thread}.", t))
+        where.append(no_fold_on_its_way(f"{thread}.", t))
         where.append(f"{thread}.{t('fold_parked_until')} IS NULL")
     return (
         f"SELECT COUNT({column('id')}), COALESCE(SUM({cost}), 0),"
@@ -44,13 +50,6 @@ def _tally_sql(connection: BaseDatabaseWrapper, tier_count: int | None,
         f" COUNT(CASE WHEN {is_summary} AND {column('expires_at')} <= %s THEN 1 END)"
         f" FROM {entry}{joined} WHERE {' AND '.join(where)} GROUP BY {column('thread')}"
     )
-
-
-def _no_fold_on_its_way(table: str, t: Callable[[str], str]) -> str:
-    """`querysets.no_fold_on_its_way_q`, as a filter (a NULL compares as no match)."""
-    return (f"({table}{t('fold_queued_until')} IS NULL OR {table}{t('fold_queued_until')} < %s)"
-            f" AND ({table}{t('fold_lease_owner')} = %s"
-            f" OR {table}{t('fold_lease_until')} < %s)")
 
 
 def visible_tally(
