@@ -41,8 +41,7 @@ DEFAULTS: dict[str, Any] = {
     # FOLD_HIGH_WATER x the room (never below FOLD_TRIGGER_MIN_TOKENS: a smaller room
     # folds when it is full), down to a verbatim tail of FOLD_LOW_WATER x the room;
     # summaries hold at most SUMMARY_SHARE x the room (the cache minimum and two more
-    # where the room caches, one summary where it is too small to cache): a fold
-    # absorbs or merges the newest past it. One call reads at
+    # where the room caches): a fold absorbs or merges the newest past it. One call reads at
     # most FOLD_INPUT_LIMIT tokens of span. TRIGGER_MIN_ENTRIES None: no count trigger; a
     # number: also fold once that many entries are loaded (the seeds' trigger).
     "FOLD_HIGH_WATER": 0.6,

@@ -328,29 +328,6 @@ def test_once_the_summaries_hold_the_cache_minimum_no_fold_rewrites_them(shape: 
     assert folds_past_the_minimum >= 5
 
 
-#: About 50 tokens: two of them (and their labels) fit a quarter of a 733-token room.
-SHORT_SUMMARY = " ".join(["The user chased late parcels; the agent reported each order."] * 4)
-
-
-@pytest.mark.parametrize("shape", ["heavy", "chatty"])
-def test_a_room_too_small_to_cache_holds_one_summary(shape: str) -> None:
-    """Under three times FOLD_CACHE_MIN_TOKENS no prefix is ever cached, so a second
-    summary in the context would be paid in full on every turn: each fold absorbs the one
-    there is, even when two would fit SUMMARY_SHARE. With the cache minimum off (0) the
-    share decides, and the same conversation holds two."""
-    def most_summaries(cache_min: int) -> int:
-        thread = Thread.objects.create()
-        settings = {**recording_settings(SHORT_SUMMARY), "FOLD_CACHE_MIN_TOKENS": cache_min}
-        with override_settings(AGENTMEMORY=settings):
-            results = converse(thread, shape, 60, 1000)
-        assert any(result.folded_summary_id for result in results)
-        return max(len(result.summaries_used) for result in results)
-
-    assert 2 * count_tokens(SHORT_SUMMARY) + 60 < 0.25 * 733  # two fit the share
-    assert most_summaries(1_024) == 1
-    assert most_summaries(0) == 2
-
-
 @pytest.mark.parametrize("shape", ["heavy", "chatty"])
 def test_what_an_expired_summary_leaves_verbatim_is_not_folded_again_while_it_fits(
     shape: str,

@@ -41,12 +41,8 @@ def summary_room(room: int, config: RecallConfig, estimate: int) -> float:
     ``summary_share`` x the room, and, where the room caches (`cache_floor`), enough for
     the summaries left in front of a rolling one to reach the cache minimum. Those keep
     their place through every fold, so the fold turn reads them at the cached price
-    instead of paying the whole context again. A room too small to cache holds one
-    summary of about ``estimate``: a second would be paid in full on every turn, where
-    absorbing it costs its tokens once, in the next fold's call."""
+    instead of paying the whole context again."""
     floor = cache_floor(room, config)
-    if config.cache_min_tokens and not floor:
-        return float(estimate)
     return max(room * config.summary_share, floor + 2 * estimate if floor else 0)
 
 
