@@ -12,7 +12,6 @@ transaction path.
 from __future__ import annotations
 
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,7 +25,7 @@ from agentmemory import services, sql
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import MemoryEntry, Thread
 from agentmemory.querysets import no_fold_on_its_way_q
-from tests.test_sql import FOLD_STATES, at
+from tests.test_sql import FOLD_STATES, at, overlapped
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
@@ -156,19 +155,7 @@ def test_appends_in_one_statement_queue_on_the_row_lock(postgres: None) -> None:
     held.start()
     assert locked.wait(30)
     appenders = [threading.Thread(target=appender, args=(size,)) for size in (1, 2, 3)]
-    for worker in appenders:
-        worker.start()
-    waiting, deadline = 0, time.monotonic() + 30
-    with connections["default"].cursor() as cursor:
-        while waiting < len(appenders) and time.monotonic() < deadline:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND query LIKE 'WITH counters%%'")
-            waiting = cursor.fetchone()[0]
-            time.sleep(0.01)
-    release.set()
-    for worker in (held, *appenders):
-        worker.join(60)
+    waiting = overlapped(held, release, appenders, "WITH counters")
     assert waiting == len(appenders), "the appends were not seen waiting on the lock"
     assert all(isinstance(found, list) for found in results.values()), results
     positions = sorted(e.position for found in results.values() for e in found)

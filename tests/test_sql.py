@@ -285,6 +285,34 @@ def test_an_append_to_an_erased_thread_raises_thread_gone() -> None:
         services.append(thread, {"role": "user", "content": "anyone?"})
 
 
+def overlapped(holder: threading.Thread, release: threading.Event,
+               workers: list[threading.Thread], statement: str) -> int:
+    """Start ``workers`` while ``holder`` holds a lock, count them waiting on it in
+    ``statement`` (`seen_waiting`), then ``release`` the holder and join every thread;
+    returns the count."""
+    for worker in workers:
+        worker.start()
+    waiting = seen_waiting(len(workers), statement)
+    release.set()
+    for worker in (holder, *workers):
+        worker.join(60)
+    return waiting
+
+
+def seen_waiting(count: int, statement: str) -> int:
+    """How many sessions of the test database wait on a lock in a statement that begins
+    with ``statement`` (PostgreSQL), asked until ``count`` do or 30 seconds pass."""
+    waiting, deadline = 0, time.monotonic() + 30
+    with connections["default"].cursor() as cursor:
+        while waiting < count and time.monotonic() < deadline:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                " AND wait_event_type = 'Lock' AND query LIKE %s", [f"{statement}%"])
+            waiting = cursor.fetchone()[0]
+            time.sleep(0.01)
+    return waiting
+
+
 @pytest.mark.postgres_only
 @pytest.mark.django_db(transaction=True)
 def test_appends_that_overlap_queue_on_the_counters_and_keep_positions_gapless(
@@ -325,21 +353,7 @@ def test_appends_that_overlap_queue_on_the_counters_and_keep_positions_gapless(
     first.start()
     assert holding.wait(30)
     others = [threading.Thread(target=appender, args=(f"other {n}", n + 1)) for n in range(3)]
-    for other in others:
-        other.start()
-    table = Thread._meta.db_table
-    waiting = 0
-    deadline = time.monotonic() + 30
-    with connections["default"].cursor() as cursor:
-        while waiting < len(others) and time.monotonic() < deadline:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
-                " AND wait_event_type = 'Lock' AND query LIKE %s", [f'UPDATE "{table}"%'])
-            waiting = cursor.fetchone()[0]
-            time.sleep(0.01)
-    release.set()
-    for worker in (first, *others):
-        worker.join(60)
+    waiting = overlapped(first, release, others, f'UPDATE "{Thread._meta.db_table}"')
     assert waiting == len(others), "the other appends were not seen waiting on the lock"
     assert all(isinstance(found, list) for found in results.values()), results
     positions = sorted(e.position for found in results.values() for e in found)
