@@ -1,5 +1,6 @@
-"""Response serializers whose fields are built once (`api.serializers.base.SharedFields`)
-answer exactly as DRF's serializers that build their fields per instance.
+"""Serializers whose fields are built once (`api.serializers.base.SharedFields`) answer
+exactly as DRF's serializers that build their fields per instance; the request
+serializers among them validate each request on its own, two at once included.
 
 Each shared serializer is compared with a twin of the same declaration without the mixin,
 over random entries, summaries and recalls, under a time zone other than UTC and under a
@@ -9,6 +10,7 @@ changed date format: the settings the fields read are read per call, not frozen.
 from __future__ import annotations
 
 import copy
+import threading
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
@@ -22,8 +24,12 @@ from rest_framework.settings import api_settings
 
 from agentmemory import services
 from agentmemory.api.serializers.base import SharedFields
-from agentmemory.api.serializers.entries import EntrySerializer
-from agentmemory.api.serializers.recall import RecallResponseSerializer
+from agentmemory.api.serializers.entries import (
+    BatchSerializer,
+    EntrySerializer,
+    MessageSerializer,
+)
+from agentmemory.api.serializers.recall import RecallRequestSerializer, RecallResponseSerializer
 from agentmemory.api.serializers.summaries import SummarySerializer
 from agentmemory.models import MemoryEntry, Thread
 
@@ -117,3 +123,58 @@ def test_the_fields_are_built_once_per_class() -> None:
     first, second = EntrySerializer(entry), EntrySerializer(entry)
     assert first.fields is second.fields
     assert SummarySerializer(entry).fields is not first.fields  # a subclass has its own
+
+
+def test_request_serializers_share_one_set_of_fields() -> None:
+    for serializer in (MessageSerializer, BatchSerializer, RecallRequestSerializer):
+        assert serializer(data={}).fields is serializer(data={}).fields
+
+
+def test_each_request_validation_keeps_its_own_data_and_errors() -> None:
+    shape = MessageSerializer(data={"role": "user", "content": 3, "extra": 1})
+    bad = MessageSerializer(data={"role": "nobody", "content": "x", "turn": 0})
+    good = MessageSerializer(data={"role": "user", "content": "hello", "turn": 2})
+    assert not shape.is_valid() and not bad.is_valid() and good.is_valid()
+    assert set(shape.errors) == {"content", "extra"} and set(bad.errors) == {"role", "turn"}
+    assert dict(good.validated_data) == {"role": "user", "content": "hello", "turn": 2}
+    again = RecallRequestSerializer(data={"budget_tokens": 0, "decay": {"min_score": 2}})
+    fine = RecallRequestSerializer(data={"budget_tokens": 900,
+                                         "decay": {"half_life_seconds": 60}})
+    assert not again.is_valid() and fine.is_valid(), fine.errors
+    assert set(again.errors) == {"budget_tokens", "decay"}
+    assert fine.validated_data["decay"] == {"half_life_seconds": 60.0, "min_score": 0.1}
+
+
+def test_request_validations_in_flight_at_once_do_not_mix(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each waits inside its content check until the other is inside too (a barrier both
+    must reach), so both run on the shared fields at once; a field that kept a request's
+    data or errors would show them in the other's."""
+    both_inside = threading.Barrier(2, timeout=10)
+    check = MessageSerializer.validate_content
+
+    def waiting(self: Any, value: str) -> str:
+        both_inside.wait()  # the other validation is inside too
+        return check(self, value)
+
+    monkeypatch.setattr(MessageSerializer, "validate_content", waiting)
+    results: dict[str, Any] = {}
+
+    def validate(name: str, data: dict[str, Any]) -> None:
+        serializer = BatchSerializer(data={"entries": [data, {"role": "bogus"}]})
+        serializer.is_valid()
+        results[name] = serializer.errors
+
+    workers = [threading.Thread(target=validate, args=(name, data)) for name, data in [
+        ("first", {"role": "user", "content": "one", "turn": 0}),
+        ("second", {"role": "assistant", "content": "two", "tier": "lukewarm"}),
+    ]]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(20)
+    assert both_inside.n_waiting == 0 and not both_inside.broken
+    first, second = results["first"]["entries"], results["second"]["entries"]
+    assert set(first[0]) == {"turn"} and set(second[0]) == {"tier"}
+    assert set(first[1]) == set(second[1]) == {"role"}

@@ -66,12 +66,15 @@ def type_errors(fields: Any, data: dict[str, Any]) -> dict[str, list[str]]:
     return errors
 
 
-# A response serializer whose fields are built once per class, not per instance. DRF
-# builds a serializer's fields on every instance, reading the model's fields each time;
-# for a one-entry append that cost more than the data. These serializers only read (no
-# field keeps per-request state or reads the context), so one set serves every instance;
-# settings the fields read (date format, time zone) are still read per call. No
-# docstring: drf-spectacular would describe every serializer that mixes it in with it.
+# A serializer whose fields are built once per class, not per instance. DRF builds a
+# serializer's fields on every instance (a deep copy of the declared ones, or the model's
+# read again); for a one-entry append that cost more than the data. Response serializers
+# only read; the request serializers that mix it in are never partial and no validator
+# of theirs needs the instance, the context or the parent (a ModelSerializer's unique
+# validators do: those keep their own), so validating reads only the fields'
+# configuration, and one set serves every instance; settings are still read per call
+# (`validate_content`, `count_limits`). No docstring: drf-spectacular would describe
+# every serializer that mixes it in with it.
 class SharedFields:
     _shared: Any = None
 

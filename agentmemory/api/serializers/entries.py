@@ -9,7 +9,7 @@ from agentmemory.conf import memory_settings
 from agentmemory.models import MemoryEntry, Role, Tier
 
 
-class ToolCallSerializer(StrictSerializer):
+class ToolCallSerializer(SharedFields, StrictSerializer):
     id = serializers.CharField(max_length=200)
     name = serializers.CharField(max_length=200)
     # Any JSON value may come (OpenAI sends a string); the stubs allow only an object default.
@@ -18,7 +18,7 @@ class ToolCallSerializer(StrictSerializer):
     )
 
 
-class MessageSerializer(StrictSerializer):
+class MessageSerializer(SharedFields, StrictSerializer):
     """One message to append (or one message of a window to compact)."""
 
     role = serializers.ChoiceField(choices=Role.choices)
@@ -39,7 +39,7 @@ class MessageSerializer(StrictSerializer):
         return value
 
 
-class BatchSerializer(StrictSerializer):
+class BatchSerializer(SharedFields, StrictSerializer):
     entries = MessageSerializer(many=True, allow_empty=False)
 
     def count_limits(self) -> dict[str, tuple[str, int, str]]:

@@ -12,12 +12,12 @@ from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT
 from agentmemory.services import FoldState
 
 
-class DecaySerializer(StrictSerializer):
+class DecaySerializer(SharedFields, StrictSerializer):
     half_life_seconds = serializers.FloatField(min_value=0.001, max_value=1e10)
     min_score = serializers.FloatField(min_value=0, max_value=1, default=0.1)
 
 
-class RecallRequestSerializer(StrictSerializer):
+class RecallRequestSerializer(SharedFields, StrictSerializer):
     budget_tokens = serializers.IntegerField(min_value=1, max_value=MAX_BUDGET)
     mode = serializers.ChoiceField(choices=["inline", "background"], required=False)
     load_count = serializers.IntegerField(
