@@ -19,7 +19,7 @@ from agentmemory.services.background import fold_if_due, fold_ruled_out
 from agentmemory.sql import (
     advance_counters,
     append_in_one_statement,
-    appends_in_one_statement,
+    can_append_in_one_statement,
     insert_entries,
     set_turn,
 )
@@ -77,12 +77,12 @@ def append(
     opens = int(not explicit and bool(cleaned) and cleaned[0]["role"] != Role.USER)
     tokens = sum(map(entry_cost, entries))
     tools = any(message["tool_calls"] or message["role"] == Role.TOOL for message in cleaned)
-    if not (explicit or tools) and appends_in_one_statement(len(entries)):
+    if not (explicit or tools) and can_append_in_one_statement(len(entries)):
         # Nothing to check under the lock: the counters and the rows in one round trip.
         counters = append_in_one_statement(thread.pk, entries, users=users, opens=opens,
                                            tokens=tokens, now=now)
         if counters is None:
-            raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
+            raise _gone(thread)
         position, turn, unfolded_tokens, fold_waits = counters
     else:
         fold_waits = False
@@ -104,6 +104,10 @@ def append(
     return entries
 
 
+def _gone(thread: Thread) -> ThreadGoneError:
+    return ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
+
+
 def _append_under_the_lock(
     thread: Thread, cleaned: list[dict[str, Any]], entries: list[MemoryEntry], *,
     explicit: bool, tools: bool, users: int, opens: int, tokens: int, now: datetime,
@@ -117,7 +121,7 @@ def _append_under_the_lock(
     counters = advance_counters(thread.pk, rows=len(entries), turns=users, opens=opens,
                                 tokens=tokens, now=now)
     if counters is None:
-        raise ThreadGoneError(f"Thread {thread.pk} was erased; nothing was appended.")
+        raise _gone(thread)
     last_position, last_turn, unfolded_tokens = counters
     # Before this batch (a thread at turn 0 opening with another role than the user's
     # numbers its entries as one at turn 1 would).

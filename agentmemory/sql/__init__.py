@@ -27,7 +27,7 @@ from __future__ import annotations
 from agentmemory.sql.appends import (
     advance_counters,
     append_in_one_statement,
-    appends_in_one_statement,
+    can_append_in_one_statement,
     insert_entries,
     set_turn,
 )
@@ -36,7 +36,7 @@ from agentmemory.sql.reads import fold_on_its_way, owned_thread, visible_tally
 __all__ = [
     "advance_counters",
     "append_in_one_statement",
-    "appends_in_one_statement",
+    "can_append_in_one_statement",
     "fold_on_its_way",
     "insert_entries",
     "owned_thread",

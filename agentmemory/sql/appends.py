@@ -11,7 +11,7 @@ from typing import Any
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
-from agentmemory.models import MemoryEntry, Thread
+from agentmemory.models import MemoryEntry, Role, Thread
 from agentmemory.sql.base import (
     INSERT_ROWS,
     column_names,
@@ -133,7 +133,7 @@ def insert_entries(entries: Sequence[MemoryEntry]) -> None:
                 entry._state.db = alias
 
 
-def appends_in_one_statement(rows: int) -> bool:
+def can_append_in_one_statement(rows: int) -> bool:
     """Whether `append_in_one_statement` may write ``rows`` rows: on PostgreSQL, outside
     any transaction (the statement is its own), within one INSERT's rows."""
     connection = connections[router.db_for_write(MemoryEntry)]
@@ -146,7 +146,7 @@ def append_in_one_statement(
     now: datetime,
 ) -> tuple[int, int, int | None, bool] | None:
     """`advance_counters` and `insert_entries` in one statement, one round trip and its
-    own commit (`appends_in_one_statement` says when): the counters' UPDATE is a WITH
+    own commit (`can_append_in_one_statement` says when): the counters' UPDATE is a WITH
     of the INSERT, which takes each row's position and turn from what it returns, as
     `services.append` numbers them without explicit turns (each of the ``users`` user
     messages opens a turn, any other message joins the current one). Sets the entries'
@@ -159,7 +159,7 @@ def append_in_one_statement(
     at = connection.ops.adapt_datetimefield_value(now)
     params: list[Any] = [count, users, opens, tokens, at, thread_id, at, "", at]
     for number, entry in enumerate(entries, start=1):
-        opened += entry.role == "user"
+        opened += entry.role == Role.USER
         params += [users - opened if field.attname == "turn"
                    else count - number if field.attname == "position"
                    else field.get_db_prep_save(field.pre_save(entry, add=True), connection)
