@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from agentmemory import services
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, Thread, Tier
 from agentmemory.pipeline import load, rows
+from agentmemory.pipeline.entries import MESSAGE_FIELDS, ContextMessage
 from agentmemory.trust.signing import sources_by_summary
 from tests.test_context_load import chat_turns
 from tests.test_recall_contract import turns
@@ -38,7 +39,7 @@ def values(instance: Any, names: Any) -> dict[str, Any]:
 def entry_names(kind: str) -> list[str]:
     fields = MemoryEntry._meta.concrete_fields
     return [f.attname for f in fields
-            if kind == EntryKind.SUMMARY or f.attname in rows.MESSAGE_FIELDS]
+            if kind == EntryKind.SUMMARY or f.attname in MESSAGE_FIELDS]
 
 
 def build(conversation: list[list[dict[str, Any]]], folds: list[int],
@@ -133,22 +134,33 @@ def test_the_plain_sql_reads_what_the_querysets_say(
         values(e.coverage, coverage) if e.is_summary else None for e in expected]
 
 
-def test_a_field_the_load_left_out_is_read_when_asked_for(
+def test_a_message_the_load_reads_holds_its_stored_values_and_nothing_else(
     django_assert_num_queries: Any,
 ) -> None:
+    """A context message is a value: the fields a context reads, as stored, with no
+    model behind it that could read a field it left out or write the row."""
     thread = Thread.objects.create()
-    services.append(thread, [{"role": "user", "content": "where is order 7?",
-                              "metadata": {"channel": "email"}}])
-    [message] = rows.read_context(thread.pk, None, timezone.now(), limit=5).messages
-    stored = MemoryEntry.objects.get(pk=message.pk)
-    assert "metadata" in message.get_deferred_fields()
-    with django_assert_num_queries(1):  # deferred, as after .only(): one read
-        assert message.metadata == stored.metadata == {"channel": "email"}
-    with django_assert_num_queries(0):  # a message's coverage is known to be none
-        assert getattr(message, "coverage", None) is None
+    services.append(thread, [{"role": "user", "content": "where is order 7? café",
+                              "metadata": {"channel": "email"}},
+                             {"role": "assistant", "content": "", "tool_calls": [
+                                 {"id": "c1", "name": "lookup", "arguments": {"order": 7}}]}])
+    with django_assert_num_queries(1):
+        read = rows.read_context(thread.pk, None, timezone.now(), limit=5)
+    stored = {m.pk: m for m in MemoryEntry.objects.filter(thread=thread)}
+    assert len(read.messages) == 2
+    with django_assert_num_queries(0):
+        for message in read.messages:
+            assert isinstance(message, ContextMessage)
+            assert not message.is_summary and message.pk == message.id
+            assert values(message, MESSAGE_FIELDS) == values(stored[message.pk], MESSAGE_FIELDS)
+    with pytest.raises(AttributeError):
+        read.messages[0].metadata  # noqa: B018 - not read, and never read on demand
+    assert not hasattr(read.messages[0], "save")
 
 
-def test_init_receivers_see_every_row_the_load_builds() -> None:
+def test_init_receivers_see_every_summary_the_load_builds() -> None:
+    """Summaries are still model instances: a pre_init or post_init receiver sees each.
+    Messages are values (`ContextMessage`), built without the model."""
     thread = Thread.objects.create()
     services.append(thread, chat_turns(0, 30))
     services.recall(thread, 600, mode="inline")
@@ -162,10 +174,10 @@ def test_init_receivers_see_every_row_the_load_builds() -> None:
         read = rows.read_context(thread.pk, None, timezone.now(), limit=50)
     finally:
         post_init.disconnect(count, sender=MemoryEntry)
-    built = [entry.pk for entry in [*read.summaries, *read.messages]]
     assert read.summaries, "the inline recall made no summary to test with"
-    assert sorted(seen) == sorted(built)
-    assert all(entry.content for entry in read.messages)
+    assert sorted(seen) == sorted(summary.pk for summary in read.summaries)
+    assert read.messages and all(isinstance(m, ContextMessage) and m.content
+                                 for m in read.messages)
 
 
 def test_the_oldest_slice_holds_an_expired_summary_and_no_expired_message() -> None:

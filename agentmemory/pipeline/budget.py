@@ -7,12 +7,13 @@ loud when that alone does not fit), and counts what it left out and why.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agentmemory.folding.reasons import ContextReason
-from agentmemory.models import MemoryEntry
 from agentmemory.pipeline.blocks import Block, blocks_of
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.entries import ContextEntry
 from agentmemory.tokens import count_fixed
 
 BELOW_MINIMUM = ContextReason.BELOW_MINIMUM
@@ -27,7 +28,7 @@ DECAYED = ContextReason.DECAYED
 
 @dataclass(frozen=True)
 class Picked:
-    entries: list[MemoryEntry]
+    entries: list[ContextEntry]
     decline: str | None = None
     omitted: int = 0
     omitted_reason: str | None = None
@@ -43,7 +44,7 @@ def context_room(budget_tokens: int, config: RecallConfig) -> int:
 
 
 def pick_by_budget(
-    entries: list[MemoryEntry], budget_tokens: int, config: RecallConfig
+    entries: Sequence[ContextEntry], budget_tokens: int, config: RecallConfig
 ) -> Picked:
     if budget_tokens - config.reserve_tokens < config.minimum_tokens:
         return Picked([], BELOW_MINIMUM, len(entries), BELOW_MINIMUM if entries else None)
@@ -83,9 +84,9 @@ def pick_by_budget(
 
 
 def _picked(
-    picked: list[MemoryEntry],
-    entries: list[MemoryEntry],
-    unpaired: list[MemoryEntry],
+    picked: list[ContextEntry],
+    entries: Sequence[ContextEntry],
+    unpaired: list[ContextEntry],
     limited_by: str | None,
     *,
     took_oldest_turn: bool,

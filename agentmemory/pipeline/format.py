@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from agentmemory.models import MemoryEntry
+from collections.abc import Sequence
+
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.entries import ContextEntry
 from agentmemory.tokens import count_fixed, line_breaks_cost
 from agentmemory.transcript import entry_line
 
 
-def format_context(entries: list[MemoryEntry], config: RecallConfig) -> str:
+def format_context(entries: Sequence[ContextEntry], config: RecallConfig) -> str:
     return formatted(entries, config)[0]
 
 
-def formatted(entries: list[MemoryEntry], config: RecallConfig) -> tuple[str, int]:
+def formatted(entries: Sequence[ContextEntry], config: RecallConfig) -> tuple[str, int]:
     """The context's text and its exact token count, counted from each entry's stored
     count and what each line break adds (`tokens.line_break_cost`), never by reading the
     whole text again. Header and footer are counted as they are (short, fixed texts)."""

@@ -12,8 +12,9 @@ import logging
 from collections.abc import Callable
 from datetime import datetime
 
-from agentmemory.models import Thread
+from agentmemory.models import MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.entries import ContextEntry, Entry
 from agentmemory.pipeline.load import Loaded, load_context, load_oldest, load_visible
 from agentmemory.trust.signing import sources_by_summary, summary_is_intact
 from agentmemory.writes.retire import retire_expired
@@ -23,32 +24,39 @@ logger = logging.getLogger("agentmemory")
 
 
 def load_intact(
-    thread: Thread, config: RecallConfig, now: datetime, room: int, *, context_only: bool = False
-) -> Loaded:
+    thread: Thread, config: RecallConfig, now: datetime, room: int
+) -> Loaded[MemoryEntry]:
     """The load stage, with every loaded summary checked against its signature and its
-    expiry. ``context_only``: the recall folds nothing, so only what the budget stage
-    could pick is read (`load_context`).
+    expiry.
 
     An edited summary is neither recalled nor folded into a new one (which would sign
     its text anew), and an expired one stands for something that is gone: either is
     retired and the load repeated, so what it hid comes back verbatim in this very call.
     """
-    load = load_context if context_only else load_visible
-    return _checked(thread, now, lambda: load(thread, config, now, room))
+    return _checked(thread, now, lambda: load_visible(thread, config, now, room))
+
+
+def load_context_intact(
+    thread: Thread, config: RecallConfig, now: datetime, room: int
+) -> Loaded[ContextEntry]:
+    """`load_intact` for a recall that folds nothing: only what the budget stage could
+    pick is read (`load_context`), its messages as values."""
+    return _checked(thread, now, lambda: load_context(thread, config, now, room))
 
 
 def load_oldest_intact(
     thread: Thread, config: RecallConfig, now: datetime, tokens: int
-) -> Loaded:
+) -> Loaded[MemoryEntry]:
     """`load.load_oldest` (the slice a backfill folds forward from), its summaries checked
     as `load_intact` checks them: a history longer than the row cap is folded from rows
     the newest load never read."""
     return _checked(thread, now, lambda: load_oldest(thread, config, now, tokens))
 
 
-def _checked(thread: Thread, now: datetime, load: Callable[[], Loaded]) -> Loaded:
+def _checked(thread: Thread, now: datetime, load: Callable[[], Loaded[Entry]]) -> Loaded[Entry]:
     loaded = load()
-    summaries = [entry for entry in loaded.entries if entry.is_summary]
+    summaries = [entry for entry in loaded.entries
+                 if isinstance(entry, MemoryEntry) and entry.is_summary]
     # The coverage rows every current signature covers: read with the load, or in one read.
     sources = loaded.sources
     if sources is None:

@@ -7,14 +7,17 @@ seeds): the newest ``load_count``.
 
 from __future__ import annotations
 
-import dataclasses
+import bisect
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Generic, TypeVar
 
 from agentmemory.models import MemoryEntry, Thread
 from agentmemory.pipeline import rows as context_rows
 from agentmemory.pipeline.blocks import Tally, entry_cost
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.entries import ContextEntry
 from agentmemory.querysets import MemoryEntryQuerySet
 from agentmemory.sql import visible_tally
 
@@ -38,13 +41,18 @@ CONTEXT_PAGE_DIVISOR = 128
 CONTEXT_MIN_PAGE = 16
 
 
+#: What a load's entries are: `MemoryEntry` instances, or (`load_context`) summaries as
+#: instances and messages as `entries.ContextMessage` values.
+LoadedEntry = TypeVar("LoadedEntry", bound=ContextEntry, covariant=True)
+
+
 @dataclass(frozen=True)
-class Loaded:
+class Loaded(Generic[LoadedEntry]):
     """``entries``: visible and unexpired, oldest first. ``complete``: nothing visible
     lies beyond them. ``expired_summaries``: a live summary passed its expiry and still
     hides what it stands for (the caller retires it and loads again)."""
 
-    entries: list[MemoryEntry]
+    entries: list[LoadedEntry]
     complete: bool
     expired_summaries: bool = False
     #: `load_context` stopped at the room: the budget stage may need the full load.
@@ -76,19 +84,19 @@ def _candidates(thread: Thread, config: RecallConfig, now: datetime) -> MemoryEn
     return _visible_rows(thread.pk, config.tiers, now).select_related("coverage")
 
 
-def _split(
-    rows: list[MemoryEntry], now: datetime, complete: bool, *, short: bool = False
-) -> Loaded:
-    expired = any(row.is_summary and row.expires_at and row.expires_at <= now for row in rows)
-    return Loaded(entries=rows, complete=complete, expired_summaries=expired, short=short)
+def _expired(summaries: Iterable[MemoryEntry], now: datetime) -> bool:
+    return any(row.expires_at is not None and row.expires_at <= now for row in summaries)
 
 
-def load_visible(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:
+def load_visible(
+    thread: Thread, config: RecallConfig, now: datetime, room: int
+) -> Loaded[MemoryEntry]:
     """The newest visible entries (up to the row cap), oldest first."""
     cap = row_cap(config, room)
     rows = list(_candidates(thread, config, now).newest_first()[:cap])
     rows.reverse()
-    return _split(rows, now, complete=len(rows) < cap)
+    return Loaded(rows, complete=len(rows) < cap,
+                  expired_summaries=_expired((r for r in rows if r.is_summary), now))
 
 
 #: The most a recall's ``omitted`` counts: counting to the end would read every visible
@@ -106,7 +114,7 @@ def count_visible(thread: Thread, config: RecallConfig, now: datetime, *, limit:
 
 
 def count_unloaded(
-    thread: Thread, loaded: Loaded, config: RecallConfig, now: datetime, *, limit: int
+    thread: Thread, loaded: Loaded[ContextEntry], config: RecallConfig, now: datetime, *, limit: int
 ) -> int:
     """How many visible entries an incomplete load left unread, up to ``limit``: those
     older than its oldest message, less the older summaries it read too (`load_context`
@@ -141,7 +149,9 @@ def tally_visible(
     return tally, tally.rows < row_cap(config, room), bool(expired)
 
 
-def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int) -> Loaded:
+def load_context(
+    thread: Thread, config: RecallConfig, now: datetime, room: int
+) -> Loaded[ContextEntry]:
     """`load_visible` for a recall that folds nothing and decays nothing: only what the
     budget stage could pick, not the whole row cap.
 
@@ -153,8 +163,6 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
     ``room // 2``. The recall checks the rare case (`Picked.took_oldest_turn`) and loads
     in full then. The entries are oldest first; ``complete`` is False when a visible
     message was left unread."""
-    if config.load_count is not None or config.decay is not None:
-        return load_visible(thread, config, now, room)
     cap = row_cap(config, room)
     page = min(cap, max(CONTEXT_MIN_PAGE, room // CONTEXT_PAGE_DIVISOR + 1))
     read = context_rows.read_context(thread.pk, config.tiers, now, limit=page)
@@ -172,13 +180,21 @@ def load_context(thread: Thread, config: RecallConfig, now: datetime, room: int)
         held += sum(map(entry_cost, more))
         fetched = len(more)
     complete = fetched < page
-    messages.reverse()  # newest first as read; the summaries go in at their places
-    entries = sorted([*read.summaries, *messages], key=lambda entry: (entry.position, entry.id))
-    loaded = _split(entries, now, complete=complete, short=not complete)
-    return dataclasses.replace(loaded, sources=read.sources)
+    messages.reverse()  # newest first as read: now in order, and the summaries go in
+    entries: list[ContextEntry] = list(messages)
+    for summary in sorted(read.summaries, key=_order):
+        entries.insert(bisect.bisect_left(entries, _order(summary), key=_order), summary)
+    return Loaded(entries, complete=complete, short=not complete,
+                  expired_summaries=_expired(read.summaries, now), sources=read.sources)
 
 
-def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int) -> Loaded:
+def _order(entry: ContextEntry) -> tuple[int, int]:
+    return entry.position, entry.id
+
+
+def load_oldest(
+    thread: Thread, config: RecallConfig, now: datetime, tokens: int
+) -> Loaded[MemoryEntry]:
     """The oldest visible entries, where a backfill is folded forward from: pages of rows
     until they hold twice ``tokens`` (a fold's input limit), so the slice always reaches
     past the span a fold may read, or until none are left.
@@ -199,7 +215,8 @@ def load_oldest(thread: Thread, config: RecallConfig, now: datetime, tokens: int
         rows.extend(fetched)
         held += sum(map(entry_cost, fetched))
         if not more or held >= 2 * tokens or len(rows) >= MAX_LOAD_ROWS:
-            return _split(rows, now, complete=not more)
+            return Loaded(rows, complete=not more,
+                          expired_summaries=_expired((r for r in rows if r.is_summary), now))
         # The rows read so far say how many more the rest takes: that many and a
         # quarter more, so a second page is nearly always the last.
         wanted = (2 * tokens - held) * len(rows) // max(1, held) + 1

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -16,11 +15,6 @@ from django.utils import timezone
 from agentmemory.conf import memory_settings
 from agentmemory.folding import ContextReason, DeclineReason, decline
 from agentmemory.folding.lease import FoldState, fold_state, held_lease, take_fold_lease
-from agentmemory.integrations.openai_messages import (
-    chat_messages,
-    response_input,
-    summary_instructions,
-)
 from agentmemory.models import FoldPurpose, MemoryEntry, Thread
 from agentmemory.pipeline.budget import (
     DECAYED,
@@ -30,91 +24,15 @@ from agentmemory.pipeline.budget import (
 )
 from agentmemory.pipeline.config import InvalidRecallOption, RecallConfig
 from agentmemory.pipeline.decay import filter_by_decay
+from agentmemory.pipeline.entries import ContextEntry
 from agentmemory.pipeline.format import formatted
-from agentmemory.pipeline.intact import load_intact, load_oldest_intact
-from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT, count_unloaded
+from agentmemory.pipeline.intact import load_context_intact, load_intact, load_oldest_intact
+from agentmemory.pipeline.load import OMITTED_COUNT_LIMIT, Loaded, count_unloaded
 from agentmemory.pipeline.policy import declined_as_not_worth_a_call, due_now, fold_view, plan_next
+from agentmemory.pipeline.result import RecalledMessage, RecallResult
 from agentmemory.pipeline.summarize import FoldOutcome, decline_not_worth_a_call, fold_span
 from agentmemory.summarizers import BaseSummarizer, get_summarizer
-from agentmemory.trust.quarantine import strip_invisible
 from agentmemory.trust.receipts import record_receipt
-
-
-@dataclass(frozen=True)
-class RecalledMessage:
-    id: int
-    kind: str
-    role: str
-    content: str
-    turn: int
-    tokens: int
-    tool_calls: list[dict[str, Any]] = field(default_factory=list)
-    tool_name: str = ""
-    tool_call_id: str = ""
-
-    @classmethod
-    def of(cls, entry: MemoryEntry) -> RecalledMessage:
-        # Filled as the generated __init__ would, without its per-field
-        # object.__setattr__ (a frozen dataclass's): one of these per recalled entry.
-        message = object.__new__(cls)
-        message.__dict__.update(
-            id=entry.id,
-            kind=entry.kind,
-            role=entry.role,
-            # What the model is given never carries characters a reviewer cannot see;
-            # the stored original keeps them, byte for byte.
-            content=strip_invisible(entry.content),
-            turn=entry.turn,
-            tokens=entry.token_count,
-            tool_calls=list(entry.tool_calls or []),
-            tool_name=entry.tool_name,
-            tool_call_id=entry.tool_call_id,
-        )
-        return message
-
-
-@dataclass(frozen=True)
-class RecallResult:
-    """The context one recall produced, and why it looks the way it does.
-
-    ``omitted`` counts the visible entries of the thread the context left out, up to
-    `OMITTED_COUNT_LIMIT` (0 when every earlier original is verbatim in it or stood for
-    by a summary in it; a longer backlog is not read to its end), and
-    ``omitted_reason`` says why: ``over-budget``, ``fold-pending`` (background mode: a
-    fold for this room is on its way), ``max-entries``, ``decayed``,
-    ``unpaired-tool-message``, ``newest-turn-too-large`` or ``below-minimum-tokens``.
-    """
-
-    messages: list[RecalledMessage]
-    text: str
-    tokens: int
-    summaries_used: list[int]
-    decline: str | None
-    folded_summary_id: int | None
-    loaded_count: int
-    budget_decline: str | None = None
-    receipt_id: int | None = None
-    omitted: int = 0
-    omitted_reason: str | None = None
-
-    def as_chat_messages(
-        self, *, summaries: str = "message", system: str = ""
-    ) -> list[dict[str, Any]]:
-        """The context as Chat Completions messages; a summary is a leading ``system``
-        message, or with ``summaries="instructions"`` part of one leading ``system``
-        message after ``system`` (see `agentmemory.integrations.openai_messages`)."""
-        return chat_messages(self.messages, summaries=summaries, system=system)
-
-    def as_response_input(self, *, summaries: str = "message") -> list[dict[str, Any]]:
-        """The context as Responses API input items; a summary is a leading ``system``
-        message item, or left out with ``summaries="instructions"`` (then pass
-        `instructions` as the request's ``instructions``)."""
-        return response_input(self.messages, summaries=summaries)
-
-    def instructions(self, system: str = "") -> str:
-        """``system``, then the context's summaries, for ``summaries="instructions"``."""
-        return summary_instructions(self.messages, system)
-
 
 #: A background recall left history out, and a fold for its room is on its way.
 FOLD_PENDING = ContextReason.FOLD_PENDING
@@ -150,37 +68,22 @@ def recall_context(
         )
     now = now or timezone.now()
     room = context_room(budget_tokens, config)
-    loaded = load_intact(thread, config, now, room, context_only=config.mode == "background")
+    loaded: Loaded[ContextEntry]
+    entries: Sequence[ContextEntry]
     outcomes: list[FoldOutcome] = []
-    entries = loaded.entries
-    if config.mode == "inline" and not config.budget_driven:
-        if plan_next(entries, room, config, complete=True) is None:
-            outcome = fold_loaded(thread, entries, config)  # a decline, never a call
-        else:
-            [outcome] = _under_lease(thread, lambda: [fold_loaded(thread, entries, config)])
-        outcomes.append(outcome)
-        if outcome.summary is not None and outcome.plan is not None:
-            # The span is a contiguous stretch of what was loaded; the summary takes its place.
-            entries = [*outcome.plan.before, outcome.summary, *outcome.plan.kept]
-    elif (
-        config.mode == "inline"
-        # Nothing will be injected below the minimum: no fold is paid for it either.
-        and budget_tokens - config.reserve_tokens >= config.minimum_tokens
-        and due_now(entries, room, config, complete=loaded.complete)
-    ):
-        # Until settled, however long the history: a second recall with nothing appended
-        # must find nothing left to fold (the contract's idempotence).
-        outcomes = _under_lease(
-            thread, lambda: fold_while_due(thread, config, room, get_summarizer(), now=now,
-                                           max_folds=None)
-        )
-        loaded = load_intact(thread, config, now, room)
-        entries = loaded.entries
-    loaded_count = len(entries)
     decayed = 0
-    if config.decay is not None:
-        kept = filter_by_decay(entries, now, config.decay)
-        decayed, entries = len(entries) - len(kept), kept
+    if config.mode == "background" and config.load_count is None and config.decay is None:
+        # Nothing is folded or decayed: only what the budget stage could pick is read.
+        loaded = load_context_intact(thread, config, now, room)
+        entries = loaded.entries
+        loaded_count = len(entries)
+    else:
+        loaded, full, outcomes = _load_folded(thread, config, now, room, budget_tokens)
+        loaded_count = len(full)
+        if config.decay is not None:
+            kept = filter_by_decay(full, now, config.decay)
+            decayed, full = len(full) - len(kept), kept
+        entries = full
     picked = pick_by_budget(entries, budget_tokens, config)
     if loaded.short and picked.took_oldest_turn:
         # The budget stage went through a short load (`load_context`) without reaching
@@ -235,6 +138,40 @@ def recall_context(
         omitted=omitted,
         omitted_reason=omitted_reason,
     )
+
+
+def _load_folded(
+    thread: Thread, config: RecallConfig, now: datetime, room: int, budget_tokens: int
+) -> tuple[Loaded[MemoryEntry], list[MemoryEntry], list[FoldOutcome]]:
+    """The full load and, inline, the folds it calls for: the load as it now stands, its
+    entries (a fold's summary in place of its span) and the fold outcomes."""
+    loaded = load_intact(thread, config, now, room)
+    entries = loaded.entries
+    outcomes: list[FoldOutcome] = []
+    if config.mode == "inline" and not config.budget_driven:
+        if plan_next(entries, room, config, complete=True) is None:
+            outcome = fold_loaded(thread, entries, config)  # a decline, never a call
+        else:
+            [outcome] = _under_lease(thread, lambda: [fold_loaded(thread, entries, config)])
+        outcomes.append(outcome)
+        if outcome.summary is not None and outcome.plan is not None:
+            # The span is a contiguous stretch of what was loaded; the summary takes its place.
+            entries = [*outcome.plan.before, outcome.summary, *outcome.plan.kept]
+    elif (
+        config.mode == "inline"
+        # Nothing will be injected below the minimum: no fold is paid for it either.
+        and budget_tokens - config.reserve_tokens >= config.minimum_tokens
+        and due_now(entries, room, config, complete=loaded.complete)
+    ):
+        # Until settled, however long the history: a second recall with nothing appended
+        # must find nothing left to fold (the contract's idempotence).
+        outcomes = _under_lease(
+            thread, lambda: fold_while_due(thread, config, room, get_summarizer(), now=now,
+                                           max_folds=None)
+        )
+        loaded = load_intact(thread, config, now, room)
+        entries = loaded.entries
+    return loaded, entries, outcomes
 
 
 def fold_loaded(thread: Thread, loaded: list[MemoryEntry], config: RecallConfig) -> FoldOutcome:

@@ -8,9 +8,9 @@ summaries as `load._visible_rows` (uncovered and live whatever their expiry: unt
 is retired an expired summary still hides what it stands for). tests/test_context_rows.py
 holds the two to each other over random threads on both databases.
 
-Rows become `MemoryEntry` instances without a queryset's per-row work (`instances`): a
-message holds only the fields a context reads, any other field deferred (read from the
-database if asked for, as after ``.only()``).
+A summary row becomes a `MemoryEntry` instance without a queryset's per-row work
+(`instances`); a message row becomes a `ContextMessage`, the values a context reads
+(`entries.MESSAGE_FIELDS`) and nothing else.
 """
 
 from __future__ import annotations
@@ -24,25 +24,19 @@ from typing import Any
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
-from django.db.models.base import ModelState
 
 from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, SummarySource
+from agentmemory.pipeline.entries import MESSAGE_FIELDS, ContextMessage, context_messages
 from agentmemory.pipeline.instances import (
     convert,
     converters_of,
     field_of,
-    init_receivers,
     instance_of,
     named,
     named_placeholders,
     typed_null,
 )
 
-#: What a context reads of a message (`plan`, `budget`, `format`, `RecalledMessage`).
-MESSAGE_FIELDS = frozenset({
-    "id", "thread_id", "kind", "role", "content", "tool_calls", "tool_name", "tool_call_id",
-    "turn", "position", "token_count",
-})
 
 @dataclass(frozen=True)
 class ContextRows:
@@ -50,7 +44,7 @@ class ContextRows:
     ``summaries``: every visible one, in no order. ``sources``: each summary's entry ids,
     sorted (what `signing.sources_by_summary` reads)."""
 
-    messages: list[MemoryEntry]
+    messages: list[ContextMessage]
     summaries: list[MemoryEntry]
     sources: dict[int, list[int]]
 
@@ -77,7 +71,7 @@ def read_context(
 
 def more_messages(
     thread_id: int, tiers: Sequence[str] | None, now: datetime, *, offset: int, limit: int
-) -> list[MemoryEntry]:
+) -> list[ContextMessage]:
     """The next ``limit`` visible messages, newest first, after the ``offset`` newest."""
     shape = _shape(tiers)
     connection = connections[shape.alias]
@@ -205,14 +199,12 @@ class _Shape:
         self.entry_converters = [converters_of(f, connection) for f in self.entry_fields]
         self.entry_converted = [i for i, found in enumerate(self.entry_converters) if found]
         self.coverage_converters = [converters_of(f, connection) for f in self.coverage_fields]
-        self.message_at = [i for i, f in enumerate(self.entry_fields)
-                           if f.attname in MESSAGE_FIELDS]
-        self.message_names = [self.entry_fields[i].attname for i in self.message_at]
-        as_read = [i for i in self.message_at if not self.entry_converters[i]]
-        self.read_names = [self.entry_fields[i].attname for i in as_read]
-        self.read = itemgetter(*as_read)  # a message's values stored as they are read
-        self.message_converted = [(self.entry_fields[i].attname, i, self.entry_converters[i])
-                                  for i in self.message_at if self.entry_converters[i]]
+        at = {f.attname: i for i, f in enumerate(self.entry_fields)}
+        message_at = [at[name] for name in MESSAGE_FIELDS]
+        self.read = itemgetter(*message_at)  # a message's values, in MESSAGE_FIELDS order
+        self.message_converted = [(name, i, self.entry_converters[i])
+                                  for name, i in zip(MESSAGE_FIELDS, message_at, strict=True)
+                                  if self.entry_converters[i]]
         self.entry_names = [f.attname for f in self.entry_fields]
         self.coverage_names = [f.attname for f in self.coverage_fields]
         self.coverage_cache = field_of(MemoryEntry, "coverage")
@@ -244,24 +236,13 @@ class _Shape:
 
     def messages(
         self, found: Sequence[Sequence[Any]], connection: BaseDatabaseWrapper
-    ) -> list[MemoryEntry]:
-        """Message rows as instances, a row's fields converted only where Django would
-        convert them (most are stored as they are read)."""
-        if init_receivers(MemoryEntry):
-            return [self._cached(MemoryEntry.from_db(self.alias, self.message_names, [
-                convert(row[i], self.entry_converters[i], connection)
-                for i in self.message_at])) for row in found]
-        names, read, alias, coverage_key = self.read_names, self.read, self.alias, self.coverage_key
-        built = []
-        for row in found:  # as bare_instance and _cached would, inline: once per row
-            entry = MemoryEntry.__new__(MemoryEntry)
-            values = entry.__dict__
-            values["_state"] = state = ModelState()
-            state.adding, state.db, state.fields_cache = False, alias, {coverage_key: None}
-            values.update(zip(names, read(row), strict=True))
-            for name, i, field_converters in self.message_converted:
-                values[name] = convert(row[i], field_converters, connection)
-            built.append(entry)
+    ) -> list[ContextMessage]:
+        """Message rows as values, a field converted only where Django would convert it
+        (most are stored as they are read)."""
+        built = context_messages(map(self.read, found))
+        for name, i, field_converters in self.message_converted:
+            for message, row in zip(built, found, strict=True):
+                setattr(message, name, convert(row[i], field_converters, connection))
         return built
 
     def _cached(self, entry: MemoryEntry) -> MemoryEntry:

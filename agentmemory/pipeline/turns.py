@@ -11,14 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agentmemory.models import MemoryEntry, Role
+from agentmemory.models import Role
+from agentmemory.pipeline.entries import ContextEntry
 
 
-def turn_starts(entries: Sequence[MemoryEntry]) -> list[bool]:
+def turn_starts(entries: Sequence[ContextEntry]) -> list[bool]:
     """``starts[i]``: a new turn (or a summary) begins at ``entries[i]``."""
     starts: list[bool] = []
     seen_user = False
-    previous: MemoryEntry | None = None
+    previous: ContextEntry | None = None
     previous_summary = False
     for entry in entries:
         summary = entry.is_summary
@@ -33,7 +34,7 @@ def turn_starts(entries: Sequence[MemoryEntry]) -> list[bool]:
     return starts
 
 
-def turn_answered(entries: Sequence[MemoryEntry]) -> bool:
+def turn_answered(entries: Sequence[ContextEntry]) -> bool:
     """Whether the newest turn has its answer: it ends with an assistant message that
     calls no tool (not a user message waiting, nor a call or a result mid-round)."""
     newest = entries[-1] if entries else None

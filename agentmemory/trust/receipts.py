@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
@@ -23,6 +24,7 @@ from django.db.models import Field, JSONField, Model
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import MemoryEntry, RecallReceipt, ReceiptItem, Thread
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.pipeline.entries import ContextEntry
 
 
 def config_record(config: RecallConfig) -> dict[str, Any]:
@@ -43,7 +45,7 @@ def _config_json(config: RecallConfig) -> str:
 
 def record_receipt(
     thread: Thread,
-    picked: list[MemoryEntry],
+    picked: Sequence[ContextEntry],
     *,
     config: RecallConfig,
     budget_tokens: int,
