@@ -80,6 +80,7 @@ def count_tokens(text: str) -> int:
 #: break adds to a line is decided by this end alone, when the next line begins with a
 #: visible character. Matched on the reversed end of the line: one pass, not a search.
 _LINE_END_REVERSED = re.compile(r"[\W_]*[^\W_]*")
+_match_line_end = _LINE_END_REVERSED.match
 #: A longer end (a run of punctuation or spaces) is measured on the whole line.
 MAX_LINE_END = 64
 
@@ -91,23 +92,20 @@ def line_break_cost(line: str, following: str = "") -> int:
     break merges with the punctuation before it, more in rare endings. Measured on the end
     of the line, and cached: recall counts a context from the stored counts of its lines
     and this, never the whole text (`pipeline.format.formatted`)."""
-    return _line_break(get_counter(), line, following)
+    return line_breaks_cost([line, following])
 
 
 def line_breaks_cost(lines: Sequence[str]) -> int:
     """What the line breaks between ``lines`` add: `line_break_cost` of each line and
     the next, summed, with the counter looked up once."""
-    counter = get_counter()
-    return sum(_line_break(counter, line, following)
-               for line, following in itertools.pairwise(lines))
-
-
-def _line_break(counter: Any, line: str, following: str) -> int:
-    # Read only near the end: the pattern matches from the start of what it is given.
-    reach = _LINE_END_REVERSED.match(line[-MAX_LINE_END - 1 :][::-1]).end()  # type: ignore[union-attr]
-    tail = line if reach > MAX_LINE_END else line[len(line) - reach :]
-    lead = following if following[:1].isspace() else ""
-    return _break_cost(counter, tail, lead)  # the counter is hashed by identity
+    counter: Any = get_counter()  # hashed by identity in `_break_cost`'s keys
+    total = 0
+    for line, following in itertools.pairwise(lines):
+        # Read only near the end: the pattern matches from the start of what it is given.
+        reach = _match_line_end(line[-MAX_LINE_END - 1 :][::-1]).end()  # type: ignore[union-attr]
+        tail = line if reach > MAX_LINE_END else line[len(line) - reach :]
+        total += _break_cost(counter, tail, following if following[:1].isspace() else "")
+    return total
 
 
 # The counter is part of each key: a settings change builds a new one.

@@ -217,7 +217,14 @@ def render_message(message: MessageLike) -> str:
 def entry_line(entry: MessageLike) -> str:
     """How one stored entry reads in a recalled context (a summary as written, a message
     as `render_message` shows it); its stored token count is of this text."""
-    return entry.content if getattr(entry, "is_summary", False) else render_message(entry)
+    if getattr(entry, "is_summary", False):
+        return entry.content
+    content = entry.content
+    if entry.role in _PLAIN_HEADS and not entry.tool_calls and plain_ascii(content):
+        # render_message's most common case, once per line of every recalled context:
+        # a plain role, no call, and a text `defuse` returns as it is.
+        return f"{entry.role}: {content}"
+    return render_message(entry)
 
 
 def render_transcript(messages: Sequence[MessageLike]) -> str:

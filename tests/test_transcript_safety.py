@@ -31,6 +31,8 @@ from agentmemory.transcript import (
     TRANSCRIPT_CLOSE,
     TRANSCRIPT_OPEN,
     plain_ascii,
+    entry_line,
+    render_message,
     render_transcript,
     summary_label,
 )
@@ -482,3 +484,17 @@ def test_plain_ascii_is_the_check_it_stands_for(text: str) -> None:
     """`defuse` returns what `plain_ascii` passes as it is: it must pass exactly the
     printable ASCII without a delimiter, every control character and DEL refused."""
     assert plain_ascii(text) == (text.isascii() and text.isprintable() and "<<<" not in text)
+
+
+@settings(max_examples=500, deadline=None)
+@given(role=st.sampled_from(["user", "assistant", "system", "tool", "developer"]) | hostile,
+       content=hostile | st.text(max_size=40) | st.sampled_from(["", "plain words."]),
+       calls=st.sampled_from([None, [], [{"id": "c1", "name": "lookup", "arguments": "{}"}]]),
+       tool_name=st.sampled_from(["", "lookup"]) | hostile)
+def test_a_context_line_is_the_message_as_rendered(
+    role: str, content: str, calls: Any, tool_name: str
+) -> None:
+    """`entry_line` takes a shortcut for a plain message: it must give what
+    `render_message` gives for every message, hostile or plain."""
+    message = WindowMessage(role=role, content=content, tool_calls=calls, tool_name=tool_name)
+    assert entry_line(message) == render_message(message)

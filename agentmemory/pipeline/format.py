@@ -20,11 +20,13 @@ def formatted(entries: Sequence[ContextEntry], config: RecallConfig) -> tuple[st
     whole text again. Header and footer are counted as they are (short, fixed texts)."""
     if not entries:
         return "", 0
-    lines = [entry_line(entry) for entry in entries]
-    parts = [*([config.header] if config.header else []), *lines,
-             *([config.footer] if config.footer else [])]
-    costs = [*([count_fixed(config.header)] if config.header else []),
-             *(entry.token_count for entry in entries),
-             *([count_fixed(config.footer)] if config.footer else [])]
-    tokens = sum(costs) + line_breaks_cost(parts)
+    parts = [entry_line(entry) for entry in entries]
+    tokens = sum([entry.token_count for entry in entries])
+    if config.header:
+        parts.insert(0, config.header)
+        tokens += count_fixed(config.header)
+    if config.footer:
+        parts.append(config.footer)
+        tokens += count_fixed(config.footer)
+    tokens += line_breaks_cost(parts)
     return "\n".join(parts), tokens

@@ -126,7 +126,7 @@ def recall_context(
             omitted=omitted, omitted_reason=omitted_reason,
         ).pk
     return RecallResult(
-        messages=[RecalledMessage.of(entry) for entry in picked.entries],
+        messages=RecalledMessage.each_of(picked.entries),
         text=text,
         tokens=tokens,
         summaries_used=[entry.id for entry in picked.entries if entry.is_summary],

@@ -3,6 +3,7 @@ why it looks the way it does (`RecallResult`)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,23 +30,34 @@ class RecalledMessage:
 
     @classmethod
     def of(cls, entry: ContextEntry) -> RecalledMessage:
-        # Filled as the generated __init__ would, without its per-field
-        # object.__setattr__ (a frozen dataclass's): one of these per recalled entry.
-        message = object.__new__(cls)
-        message.__dict__.update(
-            id=entry.id,
-            kind=entry.kind,
-            role=entry.role,
-            # What the model is given never carries characters a reviewer cannot see;
-            # the stored original keeps them, byte for byte.
-            content=strip_invisible(entry.content),
-            turn=entry.turn,
-            tokens=entry.token_count,
-            tool_calls=list(entry.tool_calls or []),
-            tool_name=entry.tool_name,
-            tool_call_id=entry.tool_call_id,
-        )
-        return message
+        return cls.each_of([entry])[0]
+
+    @classmethod
+    def each_of(cls, entries: Iterable[ContextEntry]) -> list[RecalledMessage]:
+        """One for each entry, in order: a recall builds one per recalled entry."""
+        built = []
+        new = object.__new__
+        for entry in entries:
+            # Filled as the generated __init__ would, without its per-field
+            # object.__setattr__ (a frozen dataclass's).
+            message = new(cls)
+            content = entry.content
+            message.__dict__.update(
+                id=entry.id,
+                kind=entry.kind,
+                role=entry.role,
+                # What the model is given never carries characters a reviewer cannot
+                # see; the stored original keeps them, byte for byte. Every invisible
+                # character is outside ASCII, where most texts never go.
+                content=content if content.isascii() else strip_invisible(content),
+                turn=entry.turn,
+                tokens=entry.token_count,
+                tool_calls=list(entry.tool_calls) if entry.tool_calls else [],
+                tool_name=entry.tool_name,
+                tool_call_id=entry.tool_call_id,
+            )
+            built.append(message)
+        return built
 
 
 @dataclass(frozen=True)
