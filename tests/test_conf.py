@@ -170,3 +170,24 @@ def test_recall_options_follow_the_settings_and_an_override_may_repair_one() -> 
         assert RecallConfig.build(low_water=0.1).low_water == 0.1
         with pytest.raises(InvalidRecallOption):
             RecallConfig.build()  # nothing of the repaired config was kept
+
+
+def test_a_kept_config_answers_only_for_its_own_overrides_and_settings() -> None:
+    """RecallConfig.build keeps the config of each set of overrides: the same overrides
+    give the same config until the settings change, a value of another type (True for
+    1) is validated on its own, and a refused value is refused every time."""
+    background = RecallConfig.build(mode="background", preserve_recent=1)
+    assert RecallConfig.build(mode="background", preserve_recent=1) is background
+    assert RecallConfig.build(preserve_recent=1, mode="background") is background
+    for _ in range(2):
+        with pytest.raises(InvalidRecallOption):
+            RecallConfig.build(mode="background", preserve_recent=True)
+        with pytest.raises(InvalidRecallOption):
+            RecallConfig.build(mode="background", preserve_recent=-1)
+    with override_settings(AGENTMEMORY={"FORMAT_HEADER": "history:"}):
+        changed = RecallConfig.build(mode="background", preserve_recent=1)
+        assert changed is not background and changed.header == "history:"
+    assert RecallConfig.build(mode="background", preserve_recent=1).header == background.header
+    hot = {"tiers": ["hot", "cold"]}  # a list: not hashable, built every time
+    tiers = RecallConfig.build(**hot)
+    assert tiers.tiers == ("hot", "cold") and RecallConfig.build(**hot) is not tiers

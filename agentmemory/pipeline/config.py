@@ -36,6 +36,12 @@ class DecayConfig:
     min_score: float
 
 
+#: How many validated configs `RecallConfig.build` keeps, one per set of overrides: a
+#: recall's call sites pass a few (mode="background"...); a caller passing ever new
+#: values only empties the store when it is full.
+BUILT_CONFIGS = 64
+
+
 @dataclass(frozen=True)
 class RecallConfig:
     mode: str
@@ -72,7 +78,30 @@ class RecallConfig:
     @classmethod
     def build(cls, **overrides: Any) -> RecallConfig:
         """The settings' options with ``overrides`` over them, validated together (an
-        override may repair a setting). The settings are read once until they change."""
+        override may repair a setting). The settings are read once until they change,
+        and the config of each of the last few sets of hashable overrides is kept with
+        them (a frozen value: `BUILT_CONFIGS`)."""
+        # Each value with its type: 1, 1.0 and True validate differently.
+        key: tuple[Any, ...] | None = tuple(
+            (name, type(value), value) for name, value in sorted(overrides.items()))
+        try:
+            hash(key)
+        except TypeError:  # a list of tiers, a decay dict: built every time
+            key = None
+        if key is None:
+            return cls._built(overrides)
+        built: dict[tuple[Any, ...], RecallConfig] = memory_settings.derived(
+            "recall-configs", dict)
+        config = built.get(key)
+        if config is None:
+            config = cls._built(overrides)  # raises, and keeps nothing, if invalid
+            if len(built) >= BUILT_CONFIGS:
+                built.clear()
+            built[key] = config
+        return config
+
+    @classmethod
+    def _built(cls, overrides: dict[str, Any]) -> RecallConfig:
         config = memory_settings.derived("recall-config", cls._from_settings)
         if overrides:
             config = dataclasses.replace(config, **cls._normalised(overrides))

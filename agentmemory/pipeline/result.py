@@ -39,23 +39,23 @@ class RecalledMessage:
         new = object.__new__
         for entry in entries:
             # Filled as the generated __init__ would, without its per-field
-            # object.__setattr__ (a frozen dataclass's).
+            # object.__setattr__ (a frozen dataclass's), one key at a time (no keyword
+            # dict built per message).
             message = new(cls)
             content = entry.content
-            message.__dict__.update(
-                id=entry.id,
-                kind=entry.kind,
-                role=entry.role,
-                # What the model is given never carries characters a reviewer cannot
-                # see; the stored original keeps them, byte for byte. Every invisible
-                # character is outside ASCII, where most texts never go.
-                content=content if content.isascii() else strip_invisible(content),
-                turn=entry.turn,
-                tokens=entry.token_count,
-                tool_calls=list(entry.tool_calls) if entry.tool_calls else [],
-                tool_name=entry.tool_name,
-                tool_call_id=entry.tool_call_id,
-            )
+            values = message.__dict__
+            values["id"] = entry.id
+            values["kind"] = entry.kind
+            values["role"] = entry.role
+            # What the model is given never carries characters a reviewer cannot see;
+            # the stored original keeps them, byte for byte. Every invisible character
+            # is outside ASCII, where most texts never go.
+            values["content"] = content if content.isascii() else strip_invisible(content)
+            values["turn"] = entry.turn
+            values["tokens"] = entry.token_count
+            values["tool_calls"] = list(entry.tool_calls) if entry.tool_calls else []
+            values["tool_name"] = entry.tool_name
+            values["tool_call_id"] = entry.tool_call_id
             built.append(message)
         return built
 
