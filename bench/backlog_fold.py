@@ -20,6 +20,7 @@ within 1.5 × the short thread's.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 import time
@@ -48,8 +49,10 @@ def _content(message: Any) -> Any:
 
 
 def _calls() -> list[int]:
-    calls = list(_SEEN)
-    _SEEN.clear()
+    # The summarizer imports this file as bench.backlog_fold, not as __main__.
+    seen: list[int] = importlib.import_module("bench.backlog_fold")._SEEN
+    calls = list(seen)
+    seen.clear()
     return calls
 
 
