@@ -1,6 +1,8 @@
 """A backlog fold's time per fold against one fold of the same span on a short thread.
 
-    .venv/bin/python bench/backlog_fold.py [--db sqlite|postgres] [--rounds 5]
+    .venv/bin/python bench/run.py --parts backlog          # its section of the page
+    .venv/bin/python bench/backlog_fold.py                 # both engines, Markdown out
+    .venv/bin/python bench/backlog_fold.py --db sqlite --json   # one engine, JSON out
 
 ``services.fold(thread)`` on threads nothing has folded (bench/folded.py's builder, in
 a transaction that is rolled back, so every round does the same work), with a
@@ -22,7 +24,10 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
+import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -33,8 +38,11 @@ from bench.common import Database, median, setup_django  # noqa: E402
 
 SUMMARIZER = {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
               "MODEL": "bench-recording", "OPTIONS": {"FUNCTION": "bench.backlog_fold.answer"}}
+ROOT = Path(__file__).resolve().parent.parent
+ENGINES = ("sqlite", "postgres")
 BACKLOGS = (10_000, 100_000)
 TARGET = 1.5
+ROUNDS = 3
 #: Each summarizer call's input, in characters, since the last `_calls` read.
 _SEEN: list[int] = []
 
@@ -132,9 +140,39 @@ def _size(thread: Any) -> int:
     return MemoryEntry.objects.filter(thread=thread).count()
 
 
+def measure_engine(engine: str, pg_name: str, rounds: int = ROUNDS) -> dict[str, Any]:
+    database = Database.create(engine, pg_name)
+    setup_django(database.engine, database.name, {"SUMMARIZER": SUMMARIZER}, migrate=True)
+    try:
+        from bench import floor
+        from bench.common import describe_engine
+
+        return {"engine": describe_engine(), "rounds": rounds, "shapes": [
+            measure_shape("long", floor.long_messages(), rounds),
+            measure_shape("seeded", floor.seeded_messages(), rounds)]}
+    finally:
+        database.drop()
+
+
+def measure(engines: list[str], pg_name: str) -> dict[str, Any]:
+    """Every engine in a fresh interpreter of its own, one after the other."""
+    began = time.perf_counter()
+    results: dict[str, Any] = {}
+    for engine in engines:
+        print(f"[bench] backlog fold on {engine}", file=sys.stderr, flush=True)
+        handle, out = tempfile.mkstemp(suffix=".json")
+        os.close(handle)
+        try:
+            subprocess.run([sys.executable, str(Path(__file__)), "--db", engine, "--pg-name",
+                            f"{pg_name}_backlog", "--json", "--out", out], check=True, cwd=ROOT)
+            results[engine] = json.loads(Path(out).read_text())
+        finally:
+            os.unlink(out)
+    return {"engines": results, "elapsed_s": time.perf_counter() - began}
+
+
 def table(run: dict[str, Any]) -> str:
-    lines = [f"{run['engine']}:", "",
-             "| shape | thread | fold call p50 ms | calls | characters a call | ms a fold |"
+    lines = ["| shape | thread | fold call p50 ms | calls | characters a call | ms a fold |"
              f" ÷ short (≤ {TARGET}) |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: |"]
     for shape in run["shapes"]:
@@ -150,24 +188,49 @@ def table(run: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def section(results: dict[str, Any]) -> str:
+    """The page's section, from `measure`'s figures; empty when the part did not run."""
+    runs = results.get("backlog", {}).get("engines", {})
+    if not runs:
+        return ""
+    rounds = next(iter(runs.values()))["rounds"]
+    parts = [f"""## A backlog fold, per fold
+
+`services.fold(thread)` on threads nothing has folded, per fold, against one fold of the
+same text on a short thread (`bench/backlog_fold.py`): {rounds} rounds taking the threads
+in turn, each fold call in a transaction that is rolled back, with a summarizer that
+records each call's input and answers a fixed text at once (the library's time, not a
+model's). Two shapes: the floor part's long plain messages and the seeded conversation
+as it is. The short thread is the smallest whose fold is one call over as much text as
+the backlog's first call (found by bisection on its length): a fold's work follows the
+text it folds, so a shorter span would flatter the ratio (the per-call fold figures
+above set one small fold against ten full ones). A backlog makes up to `FOLDS_PER_TASK`
+(10) calls a fold call; it stops sooner when its room is reached. Target: a backlog's
+time per fold within {TARGET} × the short thread's."""]
+    for run in runs.values():
+        parts.append(f"### {run['engine']}\n\n" + table(run))
+    return "\n\n".join(parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", action="store_true", help="print JSON, not Markdown")
+    parser.add_argument("--db", choices=ENGINES, help="one engine, here (default: each, "
+                        "in a subprocess of its own)")
+    parser.add_argument("--pg-name", default="agentmemory_bench_backlog_fold")
+    parser.add_argument("--rounds", type=int, default=ROUNDS)
+    parser.add_argument("--json", action="store_true", help="JSON, not Markdown")
+    parser.add_argument("--out", default="", help="a file (default: print)")
     args = parser.parse_args()
-    database = Database.create(args.db, "agentmemory_bench_backlog_fold")
-    setup_django(database.engine, database.name, {"SUMMARIZER": SUMMARIZER}, migrate=True)
-    try:
-        from bench import floor
-        from bench.common import describe_engine
-
-        run = {"engine": describe_engine(), "shapes": [
-            measure_shape("long", floor.long_messages(), args.rounds),
-            measure_shape("seeded", floor.seeded_messages(), args.rounds)]}
-    finally:
-        database.drop()
-    print(json.dumps(run, indent=1) if args.json else table(run))
+    if args.db:
+        run: dict[str, Any] = measure_engine(args.db, args.pg_name, args.rounds)
+        text = json.dumps(run, indent=1) if args.json else f"### {run['engine']}\n\n" + table(run)
+    else:
+        results = {"backlog": measure(list(ENGINES), args.pg_name)}
+        text = json.dumps(results, indent=1) if args.json else section(results)
+    if args.out:
+        Path(args.out).write_text(text)
+    else:
+        print(text)
 
 
 if __name__ == "__main__":

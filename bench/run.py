@@ -48,6 +48,8 @@ and drops, ``agentmemory_bench`` by default; the ``PG*`` variables reach the ser
   to 128,000, receipts off and on, beside the floor (the load query on a plain driver
   connection and the newest rows up to the room) and the Agents SDK's
   ``SQLiteSession.get_items``; and recall on backlogs of 100 to 100,000 entries.
+* backlog (bench/backlog_fold.py): a fold call on backlogs of 10,000 and 100,000
+  entries, per fold, against one fold of the same text on a short thread.
 
 Workers run in subprocesses (``run.py _sizes``, ``_folded``, ``_rss``,
 ``_conversation``), so each database gets a fresh Django and each memory figure a
@@ -78,6 +80,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench import (  # noqa: E402
+    backlog_fold,
     charts,
     cost,
     cost_report,
@@ -125,8 +128,8 @@ PEERS = ("langchain", "langmem", "llamaindex")
 #: Budgets the peers run at besides BUDGET, for the economy tables beside agentmemory's:
 #: each peer gets the room agentmemory's recall gets there, the budget less RESERVE_TOKENS.
 PEER_BUDGETS = (4_000, 16_000)
-PARTS = ("sizes", "folded", "floor", "conversation", "peers", "economy", "retention", "cost",
-         "recovery", "search")
+PARTS = ("sizes", "folded", "floor", "backlog", "conversation", "peers", "economy",
+         "retention", "cost", "recovery", "search")
 OUTPUT = ROOT / "docs" / "benchmarks.md"
 RAW = ROOT / "artifacts" / "benchmarks.json"  # every figure of the last run, unrounded
 
@@ -639,6 +642,8 @@ def main() -> None:
                                                "--pg-name", args.pg_name)
     if "floor" in parts:
         results["floor"] = floor.measure(engines, args.pg_name)
+    if "backlog" in parts:
+        results["backlog"] = backlog_fold.measure(engines, args.pg_name)
     with loopback_server() as server:
         for engine in engines if "conversation" in parts else ():
             print(f"[bench] seeded conversation on {engine}", file=sys.stderr, flush=True)
@@ -763,6 +768,7 @@ SECTION_PARTS = {
     "## Recall and fold on long threads": "sizes",
     "## Recall on folded threads": "folded",
     "## Recall against the floor": "floor",
+    "## A backlog fold, per fold": "backlog",
     "## Peak memory of a recall, a fold and a purge batch": "sizes",
     "## Appends and purge": "sizes",
     "## The seeded conversation": "conversation",
@@ -823,7 +829,7 @@ def render(results: dict[str, Any]) -> str:
     sections = [
         _intro(results), _sizes_section(results), _folded_section(results),
         charts.latency_image(results),
-        floor.section(results), _memory_section(results),
+        floor.section(results), backlog_fold.section(results), _memory_section(results),
         _writes_section(results), _conversation_section(results), _savings_section(results),
         _peers_section(results), economy.section(results), _peer_economy_section(results),
         retention.section(results), recovery.section(results), search_speed.section(results),

@@ -67,7 +67,13 @@ def extract_facts(texts: Iterable[str]) -> list[Fact]:
     for text in texts:
         rest = text
         for kind, pattern in _PATTERNS:
+            # Each match leaves the text as a space, as pattern.sub(" ", rest) would, but
+            # from the one scan that found them: most patterns find nothing in most texts.
+            kept: list[str] = []
+            end = 0
             for match in pattern.finditer(rest):
+                kept.append(rest[end : match.start()])
+                end = match.end()
                 if kind == "quoted":
                     value = (match["q"] or match["c"] or "").strip()
                     if match["key"] or not 2 <= len(value) <= 60:
@@ -76,7 +82,9 @@ def extract_facts(texts: Iterable[str]) -> list[Fact]:
                     value = next((g for g in match.groups() if g), None) or match.group(0)
                 value = value.strip().rstrip(".,;:")
                 found.setdefault((kind, _normal(kind, value)), Fact(kind, value))
-            rest = pattern.sub(" ", rest)
+            if kept:
+                kept.append(rest[end:])
+                rest = " ".join(kept)
     return list(found.values())
 
 
