@@ -2,10 +2,11 @@
 model instance, and what the read-only stages take (`ContextEntry`: either).
 
 A recall's context path (`load.load_context`, then budget, format, the receipt and
-`RecalledMessage`) only reads a message's stored values: a plain object with slots takes
-a quarter of the time a `MemoryEntry` instance takes to build (`Model.__new__`, its
-`ModelState`, the instance dict), once per row of every recall. Summaries stay model
-instances: they are few, and their coverage and signature are checked.
+`RecalledMessage`) only reads a message's stored values: a plain object with slots,
+without what a `MemoryEntry` instance needs built (its `ModelState`, the instance dict),
+once per row of every recall (bench/floor.py measures the recall against reading its
+rows). Summaries stay model instances: they are few, and their coverage and signature
+are checked.
 """
 
 from __future__ import annotations
