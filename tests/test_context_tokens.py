@@ -10,16 +10,21 @@ the sum is the tokenizer's own count of the text, and the text stays within the 
 from __future__ import annotations
 
 import itertools
+from typing import Any
 
 import pytest
 from django.test import override_settings
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from agentmemory import services
-from agentmemory.models import Thread
+from agentmemory.models import MemoryEntry, Thread
 from agentmemory.pipeline.config import RecallConfig
+from agentmemory.summarizers import get_summarizer
+from agentmemory.summarizers.base import build_prompt, transcript_tokens
 from agentmemory.tokens import count_tokens, line_break_cost
+from agentmemory.transcript import DEFAULT_INSTRUCTION, render_transcript
+from agentmemory.window.seams import WindowMessage
 
 pytestmark = pytest.mark.django_db
 
@@ -82,3 +87,46 @@ def test_a_recall_counts_its_text_exactly_and_within_the_budget(
         assert result.tokens <= budget - RecallConfig.build().reserve_tokens or (
             result.budget_decline is not None
         )
+
+
+def _old_estimate(summarizer: Any, messages: Any, instruction: str) -> int:
+    """`estimate_tokens` as the whole prompt counted: what the stored counts stand for."""
+    prompt = build_prompt(messages, instruction)
+    prompt_tokens = sum(count_tokens(message["content"]) + 4 for message in prompt) + 3
+    completion = max(1, prompt_tokens // 4)
+    cap = summarizer.completion_cap
+    return prompt_tokens + (min(completion, cap) if cap is not None else completion)
+
+
+@given(
+    turns=st.lists(st.tuples(CONTENT, CONTENT).filter(lambda pair: all(map(str.strip, pair))),
+                   min_size=2, max_size=10),
+    fold_at=st.sampled_from([60, 120, 240]),
+    instruction=st.sampled_from(["", "Summarize.", "Keep ids.\n\nReply with the summary."]),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[
+    HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+def test_a_fold_prompt_is_counted_exactly_from_the_stored_counts(
+    turns: list[tuple[str, str]], fold_at: int, instruction: str,
+) -> None:
+    """The transcript a fold sends, counted from its messages' stored counts (summaries
+    and window messages counted as shown), is the tokenizer's own count of it; the
+    call's estimate is the whole prompt counted."""
+    thread = Thread.objects.create()
+    with override_settings(AGENTMEMORY={"RESERVE_TOKENS": 0, "MINIMUM_TOKENS": 0}):
+        for number, (question, answer) in enumerate(turns):
+            services.append(thread, [{"role": "user", "content": question},
+                                     {"role": "assistant", "content": answer}])
+            if number in (len(turns) // 2, len(turns) - 1):
+                services.recall(thread, fold_at, mode="inline")  # summaries, nested too
+    entries = list(MemoryEntry.objects.filter(thread=thread, retired_at__isnull=True)
+                   .order_by("position", "id"))
+    assume(any(entry.is_summary for entry in entries))
+    window = [WindowMessage(role=e.role, content=e.content) for e in entries
+              if not e.is_summary]
+    for messages in (entries, window):
+        assert transcript_tokens(messages) == count_tokens(render_transcript(messages))
+    summarizer = get_summarizer()
+    instruction = instruction or DEFAULT_INSTRUCTION
+    assert summarizer.estimate_tokens(entries, instruction=instruction) == _old_estimate(
+        summarizer, entries, instruction)

@@ -7,8 +7,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from agentmemory.exceptions import AgentMemoryConfigurationError
-from agentmemory.tokens import count_tokens
-from agentmemory.transcript import MessageLike, render_transcript
+from agentmemory.tokens import count_fixed, count_tokens, line_breaks_cost
+from agentmemory.transcript import (
+    TRANSCRIPT_CLOSE,
+    TRANSCRIPT_OPEN,
+    MessageLike,
+    render_message,
+    render_transcript,
+)
 
 ChatMessage = dict[str, str]
 
@@ -31,6 +37,24 @@ def build_prompt(messages: Sequence[MessageLike], instruction: str) -> list[Chat
         {"role": "system", "content": instruction},
         {"role": "user", "content": render_transcript(messages)},
     ]
+
+
+def transcript_tokens(messages: Sequence[MessageLike]) -> int:
+    """``count_tokens(render_transcript(messages))``, without tokenizing the transcript:
+    a stored message (one with a ``token_count``) is counted as stored, since the
+    transcript shows it as its line in a context, which is what its count is of; a
+    summary (shown without its label) or a window message is counted; the line breaks
+    as a recall counts its context (`tokens.line_breaks_cost`). Stored counts are of the
+    counter the message was appended under."""
+    lines = [TRANSCRIPT_OPEN, *map(render_message, messages), TRANSCRIPT_CLOSE]
+    total = count_fixed(TRANSCRIPT_OPEN) + count_fixed(TRANSCRIPT_CLOSE) + line_breaks_cost(lines)
+    for message, line in zip(messages, lines[1:-1], strict=True):
+        stored = getattr(message, "token_count", None)
+        if isinstance(stored, int) and not getattr(message, "is_summary", False):
+            total += stored
+        else:
+            total += count_tokens(line)
+    return total
 
 
 class BaseSummarizer:
@@ -75,11 +99,12 @@ class BaseSummarizer:
 
     def estimate_tokens(self, messages: Sequence[MessageLike], *, instruction: str) -> int:
         """What one call for ``messages`` is expected to cost, reserved against the quota
-        before it is made: the exact prompt counted with the project's counter, plus the
+        before it is made: the prompt (`build_prompt`) counted with the project's counter,
+        the transcript from its messages' stored counts (`transcript_tokens`), plus the
         chat format's few tokens a message, plus a completion of a quarter of the prompt
         (a summary is much shorter than its span), at most ``completion_cap``."""
-        prompt = build_prompt(messages, instruction)
-        prompt_tokens = sum(count_tokens(message["content"]) + 4 for message in prompt) + 3
+        # Two messages, the instruction and the transcript, each with its format tokens.
+        prompt_tokens = count_fixed(instruction) + 4 + transcript_tokens(messages) + 4 + 3
         completion = max(1, prompt_tokens // 4)
         cap = self.completion_cap
         return prompt_tokens + (min(completion, cap) if cap is not None else completion)
