@@ -802,11 +802,15 @@ def splice(previous: str, partial: str, parts: list[str] | None = None) -> str:
     if missing:
         raise SystemExit(f"bench: the page has no section {sorted(missing)} to replace; "
                          "run every part to write it whole.")
+    from bench.api import MARK_START
+
     out = []
     for place, piece in enumerate(pieces):
         section = fresh.get(_heading(piece)) if place else None
         if section is None:
             out.append(piece)
+        elif MARK_START in piece:  # bench/api.py's section opens at the end of this one
+            out.append(section.rstrip("\n") + "\n\n" + piece[piece.index(MARK_START):])
         else:  # the page's own spacing after it
             out.append(section.rstrip("\n") + piece[len(piece.rstrip("\n")):])
     return "".join(out)

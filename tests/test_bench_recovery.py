@@ -151,6 +151,19 @@ def test_a_part_run_leaves_the_sections_of_the_parts_it_skipped() -> None:
         splice(page, partial + "\n## Nope: x\n", ["conversation"])
 
 
+def test_a_part_run_keeps_where_the_api_section_opens() -> None:
+    """bench/api.py's section opens with a marker at the end of the section before it:
+    replacing that section keeps the marker, and so the API's figures."""
+    from bench.api import MARK_END, MARK_START
+    from bench.run import splice
+
+    page = (f"# Benchmarks\n\nintro\n\n## What the figures say\n\n* old\n\n{MARK_START}\n"
+            f"## The REST API's request path\n\nfigures\n{MARK_END}\n")
+    partial = "# Benchmarks\n\nintro 2\n\n## What the figures say\n\n* new\n"
+    spliced = splice(page, partial, ["sizes"])
+    assert spliced == page.replace("* old", "* new")
+
+
 def test_every_section_of_the_page_has_its_part() -> None:
     from bench.api import MARK_START
     from bench.run import OUTPUT, PARTS, SECTION_PARTS, _heading, _sections
