@@ -24,21 +24,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
-import os
-import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import Database, median, setup_django  # noqa: E402
+from bench.common import Database, each_engine_apart, median, setup_django  # noqa: E402
 
 SUMMARIZER = {"BACKEND": "agentmemory.summarizers.callable.CallableSummarizer",
               "MODEL": "bench-recording", "OPTIONS": {"FUNCTION": "bench.backlog_fold.answer"}}
-ROOT = Path(__file__).resolve().parent.parent
 ENGINES = ("sqlite", "postgres")
 BACKLOGS = (10_000, 100_000)
 TARGET = 1.5
@@ -156,19 +152,8 @@ def measure_engine(engine: str, pg_name: str, rounds: int = ROUNDS) -> dict[str,
 
 def measure(engines: list[str], pg_name: str) -> dict[str, Any]:
     """Every engine in a fresh interpreter of its own, one after the other."""
-    began = time.perf_counter()
-    results: dict[str, Any] = {}
-    for engine in engines:
-        print(f"[bench] backlog fold on {engine}", file=sys.stderr, flush=True)
-        handle, out = tempfile.mkstemp(suffix=".json")
-        os.close(handle)
-        try:
-            subprocess.run([sys.executable, str(Path(__file__)), "--db", engine, "--pg-name",
-                            f"{pg_name}_backlog", "--json", "--out", out], check=True, cwd=ROOT)
-            results[engine] = json.loads(Path(out).read_text())
-        finally:
-            os.unlink(out)
-    return {"engines": results, "elapsed_s": time.perf_counter() - began}
+    return each_engine_apart(Path(__file__), engines, f"{pg_name}_backlog", "backlog fold",
+                             "--json")
 
 
 def table(run: dict[str, Any]) -> str:

@@ -194,6 +194,26 @@ def machine() -> dict[str, str]:
     }
 
 
+def each_engine_apart(script: Path, engines: Sequence[str], pg_name: str, label: str,
+                      *extra: str) -> dict[str, Any]:
+    """``script --db ENGINE --pg-name PG_NAME --out FILE [extra]`` for each engine, one
+    after the other, each in a fresh interpreter (a Django of its own); the JSON each
+    wrote, by engine, and the seconds it all took."""
+    began = time.perf_counter()
+    results: dict[str, Any] = {}
+    for engine in engines:
+        print(f"[bench] {label} on {engine}", file=sys.stderr, flush=True)
+        handle, out = tempfile.mkstemp(suffix=".json")
+        os.close(handle)
+        try:
+            subprocess.run([sys.executable, str(script), "--db", engine, "--pg-name", pg_name,
+                            "--out", out, *extra], check=True, cwd=ROOT)
+            results[engine] = json.loads(Path(out).read_text())
+        finally:
+            os.unlink(out)
+    return {"engines": results, "elapsed_s": time.perf_counter() - began}
+
+
 def timed(call: Callable[[], Any]) -> float:
     """Seconds one call took (wall clock)."""
     started = time.perf_counter()

@@ -35,7 +35,6 @@ import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -52,6 +51,7 @@ from bench.common import (  # noqa: E402
     INSTANT_SUMMARIZER,
     Database,
     describe_engine,
+    each_engine_apart,
     median,
     number,
     percentile,
@@ -474,19 +474,7 @@ def _backlog(threads: dict[int, Any]) -> dict[str, Any]:
 
 def measure(engines: list[str], pg_name: str) -> dict[str, Any]:
     """Every engine in a fresh interpreter of its own, one after the other."""
-    began = time.perf_counter()
-    results: dict[str, Any] = {}
-    for engine in engines:
-        print(f"[bench] floor on {engine}", file=sys.stderr, flush=True)
-        handle, out = tempfile.mkstemp(suffix=".json")
-        os.close(handle)
-        try:
-            subprocess.run([sys.executable, str(Path(__file__)), "--db", engine, "--pg-name",
-                            f"{pg_name}_floor", "--out", out], check=True, cwd=ROOT)
-            results[engine] = json.loads(Path(out).read_text())
-        finally:
-            os.unlink(out)
-    return {"engines": results, "elapsed_s": time.perf_counter() - began}
+    return each_engine_apart(Path(__file__), engines, f"{pg_name}_floor", "floor")
 
 
 # ================================================================== the page
