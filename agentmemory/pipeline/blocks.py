@@ -31,7 +31,7 @@ class Block(NamedTuple, Generic[Entry]):
 
     @classmethod
     def of(cls, entries: Sequence[Entry]) -> Block[Entry]:
-        return cls(tuple(entries), sum([entry.token_count for entry in entries]) + len(entries))
+        return cls(tuple(entries), sum(map(entry_cost, entries)))
 
     @property
     def is_summary(self) -> bool:

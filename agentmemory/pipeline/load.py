@@ -84,8 +84,10 @@ def _candidates(thread: Thread, config: RecallConfig, now: datetime) -> MemoryEn
     return _visible_rows(thread.pk, config.tiers, now).select_related("coverage")
 
 
-def _expired(summaries: Iterable[MemoryEntry], now: datetime) -> bool:
-    return any(row.expires_at is not None and row.expires_at <= now for row in summaries)
+def _expired(entries: Iterable[MemoryEntry], now: datetime) -> bool:
+    """Whether a summary among ``entries`` passed its expiry."""
+    return any(row.is_summary and row.expires_at is not None and row.expires_at <= now
+               for row in entries)
 
 
 def load_visible(
@@ -96,7 +98,7 @@ def load_visible(
     rows = list(_candidates(thread, config, now).newest_first()[:cap])
     rows.reverse()
     return Loaded(rows, complete=len(rows) < cap,
-                  expired_summaries=_expired((r for r in rows if r.is_summary), now))
+                  expired_summaries=_expired(rows, now))
 
 
 #: The most a recall's ``omitted`` counts: counting to the end would read every visible
@@ -216,7 +218,7 @@ def load_oldest(
         held += sum(map(entry_cost, fetched))
         if not more or held >= 2 * tokens or len(rows) >= MAX_LOAD_ROWS:
             return Loaded(rows, complete=not more,
-                          expired_summaries=_expired((r for r in rows if r.is_summary), now))
+                          expired_summaries=_expired(rows, now))
         # The rows read so far say how many more the rest takes: that many and a
         # quarter more, so a second page is nearly always the last.
         wanted = (2 * tokens - held) * len(rows) // max(1, held) + 1

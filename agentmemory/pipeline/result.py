@@ -42,15 +42,13 @@ class RecalledMessage:
             # object.__setattr__ (a frozen dataclass's), one key at a time (no keyword
             # dict built per message).
             message = new(cls)
-            content = entry.content
             values = message.__dict__
             values["id"] = entry.id
             values["kind"] = entry.kind
             values["role"] = entry.role
             # What the model is given never carries characters a reviewer cannot see;
-            # the stored original keeps them, byte for byte. Every invisible character
-            # is outside ASCII, where most texts never go.
-            values["content"] = content if content.isascii() else strip_invisible(content)
+            # the stored original keeps them, byte for byte.
+            values["content"] = strip_invisible(entry.content)
             values["turn"] = entry.turn
             values["tokens"] = entry.token_count
             values["tool_calls"] = list(entry.tool_calls) if entry.tool_calls else []

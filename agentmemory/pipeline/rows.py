@@ -242,11 +242,7 @@ class _Shape:
         built = context_messages(map(self.read, found))
         for name, i, field_converters in self.message_converted:
             for message, row in zip(built, found, strict=True):
-                value = row[i]
-                if value != "[]" or name != "tool_calls":  # most messages call no tool
-                    setattr(message, name, convert(value, field_converters, connection))
-                else:
-                    message.tool_calls = []
+                setattr(message, name, convert(row[i], field_converters, connection))
         return built
 
     def _cached(self, entry: MemoryEntry) -> MemoryEntry:
