@@ -82,7 +82,6 @@ class ExpiringQuerySet(models.QuerySet[_Model]):
         return self.filter(expires_at__isnull=True)
 
 
-
 class MemoryEntryQuerySet(ExpiringQuerySet["MemoryEntry"]):
     def uncovered(self) -> MemoryEntryQuerySet:
         """Entries no live summary covers."""
@@ -233,7 +232,21 @@ class FoldedSpanQuerySet(ExpiringQuerySet["FoldedSpan"]):
 
 
 class RecallReceiptQuerySet(ExpiringQuerySet["RecallReceipt"]):
-    """Receipts expire with the thread's TTL; the expiry rules are all they need."""
+    """Receipts expire with the thread's TTL, and go with any entry they show."""
+
+    def showing(self, entries: Iterable[tuple[int, int, int]]) -> Self:
+        """Receipts showing any of ``entries`` (id, thread id, position each): of a thread's
+        those whose ``oldest_position`` is at most the newest asked (an index), by ``shown``."""
+        wanted, newest = set[int](), dict[int, int]()
+        for entry_id, thread_id, position in entries:
+            wanted.add(entry_id)
+            newest[thread_id] = max(position, newest.get(thread_id, position))
+        older = Q(pk__in=[])
+        for thread_id, position in newest.items():
+            older |= Q(thread_id=thread_id, oldest_position__lte=position)
+        return self.filter(pk__in=[
+            pk for pk, shown in self.filter(older).values_list("pk", "shown")
+            if any(item[0] in wanted for item in shown)])
 
 
 def reported_tokens() -> CombinedExpression:

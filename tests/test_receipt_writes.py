@@ -1,9 +1,9 @@
-"""How a receipt is written (issue 24): on PostgreSQL outside a transaction, the thread
-row's lock, the receipt and its items in one statement; on SQLite, and inside a caller's
-transaction, the receipt from the locked row, a check that what was shown is stored (on
-SQLite in a transaction of its own, the foreign key check at its commit), and the items.
-Either way a receipt names only stored rows under the turn the row holds, and
-an erasure that lands between the load and the receipt writes nothing and raises.
+"""How a receipt is written (issue 24): one statement on either database, in a caller's
+transaction or on its own: the receipt with what it shows in its own row, from the
+locked thread row, if every entry shown is stored and (PostgreSQL) the thread's
+``erasures`` did not move while it waited for the lock. A receipt names only stored rows
+under the turn the row holds, an erasure that lands between the load and the receipt
+writes nothing and raises, and erasure finds every receipt that shows what it takes.
 """
 
 from __future__ import annotations
@@ -17,10 +17,12 @@ import psycopg
 import pytest
 from django.db import connection, transaction
 from django.test.utils import CaptureQueriesContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from agentmemory import services
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
-from agentmemory.models import MemoryEntry, RecallReceipt, ReceiptItem, Thread
+from agentmemory.models import MemoryEntry, RecallReceipt, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.trust.receipts import record_receipt
 from tests.helpers import add_turns
@@ -60,18 +62,15 @@ def test_a_receipt_names_what_was_shown_in_order_under_the_rows_turn(
     stored = RecallReceipt.objects.get()
     assert (receipt.pk, receipt.turn) == (stored.pk, 41) and stored.omitted == 2
     assert stored.config == receipt.config and stored.created_at == receipt.created_at
-    assert list(stored.items.order_by("order").values_list("entry_id", "kind", "tokens")) == [
-        (e.pk, e.kind, e.token_count) for e in picked]
-    sent = writes(queries)
-    if connection.vendor == "postgresql" and not inside_a_transaction:
-        # One round trip: the lock, the receipt and the items, committed on their own.
-        assert len(sent) == 1 and sent[0].startswith("WITH") and "FOR UPDATE" in sent[0]
-    else:
-        inserts = [sql for sql in sent if sql.startswith("INSERT")]
-        counts = [sql for sql in sent if sql.startswith("SELECT COUNT(*)")]
-        # On SQLite in a transaction of its own, the commit's foreign key check is the check.
-        checks = 0 if connection.vendor == "sqlite" and not inside_a_transaction else 1
-        assert len(inserts) == 2 and len(counts) == checks, sent
+    assert [(i.order, i.entry_id, i.kind, i.tokens) for i in stored.items] == [
+        (n, e.pk, e.kind, e.token_count) for n, e in enumerate(picked)]
+    assert stored.oldest_position == min(e.position for e in picked)
+    # One statement: the lock, the check and the receipt (committed on its own outside
+    # a transaction; the caller's BEGIN and COMMIT are the caller's).
+    sent = [sql for sql in writes(queries)
+            if not sql.startswith(("SAVEPOINT", "RELEASE", "BEGIN", "COMMIT"))]
+    assert len(sent) == 1 and sent[0].startswith("INSERT"), sent
+    assert ("FOR UPDATE" in sent[0]) == (connection.vendor == "postgresql")
 
 
 @pytest.mark.parametrize("inside_a_transaction", [False, True])
@@ -98,15 +97,16 @@ def test_an_erasure_before_the_receipt_writes_nothing_and_raises(
     services.erase_thread(thread)
     with pytest.raises(ThreadGoneError):
         write()
-    assert not RecallReceipt.objects.exists() and not ReceiptItem.objects.exists()
+    assert not RecallReceipt.objects.exists()
 
 
 @pytest.mark.postgres_only
 def test_an_erasure_that_holds_the_lock_while_the_receipt_waits_writes_nothing() -> None:
     """The overlap forced: another connection locks the thread row (as an erasure does),
     deletes a shown entry, and commits only once the receipt's statement waits on that
-    lock; the statement's snapshot predates the delete, the foreign key check at its
-    commit does not."""
+    lock. The statement's snapshot predates the delete, so its count still finds the
+    entry; the thread row it locks is re-read once granted, and the delete's trigger
+    moved its ``erasures``."""
     if connection.vendor != "postgresql":
         pytest.skip("a row lock another connection waits on needs PostgreSQL")
     thread, picked = a_thread()
@@ -136,7 +136,8 @@ def test_an_erasure_that_holds_the_lock_while_the_receipt_waits_writes_nothing()
     for _ in range(500):  # until the receipt's statement waits on the eraser's row lock
         waiting = bool(watcher.execute(
             "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
-            " AND query LIKE 'WITH receipt AS%%' AND datname = current_database()"
+            " AND query LIKE 'INSERT INTO \"agentmemory_recallreceipt\"%%'"
+            " AND datname = current_database()"
         ).fetchone())
         if waiting:
             break
@@ -147,4 +148,54 @@ def test_an_erasure_that_holds_the_lock_while_the_receipt_waits_writes_nothing()
     watcher.close()
     assert waiting, "the receipt never waited on the lock"
     assert len(outcome) == 1 and isinstance(outcome[0], EntryGoneError), outcome
-    assert not RecallReceipt.objects.exists() and not ReceiptItem.objects.exists()
+    assert not RecallReceipt.objects.exists()
+
+
+@pytest.mark.parametrize("count", [0, 1, 1000])
+def test_a_receipt_is_one_statement_whatever_it_shows(count: int) -> None:
+    """No statement per item, nor per batch of items: the ids go as one parameter."""
+    thread = Thread.objects.create()
+    services.append(thread, [{"role": "user", "content": f"m{n}"} for n in range(count)])
+    picked = list(MemoryEntry.objects.filter(thread=thread).order_by("position"))
+    with CaptureQueriesContext(connection) as queries:
+        receipt = record_receipt(thread, picked, **arguments(picked))
+    assert len(writes(queries)) == 1
+    stored = RecallReceipt.objects.get(pk=receipt.pk)
+    assert stored.entry_ids() == [e.pk for e in picked]
+    assert stored.oldest_position == (picked[0].position if picked else None)
+
+
+def test_every_delete_of_entries_advances_its_threads_erasures_once() -> None:
+    """PostgreSQL: the trigger, once per statement and thread, whoever deletes; a delete
+    of nothing moves nothing. SQLite has no trigger: its receipt needs none."""
+    (first, entries), (second, others) = a_thread(), a_thread()
+    MemoryEntry.objects.filter(pk__in=[e.pk for e in (*entries[:2], others[0])]).delete()
+    MemoryEntry.objects.filter(pk=-1).delete()
+    services.erase_entry(entries[3])
+    moved = connection.vendor == "postgresql"
+    counts = dict(Thread.objects.values_list("pk", "erasures"))
+    assert counts == {first.pk: 2 * moved, second.pk: 1 * moved}
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(data=st.data(), sizes=st.lists(st.integers(1, 12), min_size=1, max_size=3))
+def test_showing_finds_exactly_the_receipts_that_show_an_entry(
+    data: st.DataObject, sizes: list[int],
+) -> None:
+    """Over random threads and random receipts (any entries, in any order), the receipts
+    `showing` finds for random entries are those whose items name one of them."""
+    threads = [a_thread(size) for size in sizes]
+    receipts = []
+    for thread, entries in threads:
+        for _ in range(data.draw(st.integers(0, 4))):
+            shown = data.draw(st.lists(st.sampled_from(entries), unique_by=lambda e: e.pk))
+            receipts.append(record_receipt(thread, shown, **arguments(shown)))
+    every = [entry for _, entries in threads for entry in entries]
+    asked = data.draw(st.lists(st.sampled_from(every), unique_by=lambda e: e.pk, min_size=1))
+    wanted = {entry.pk for entry in asked}
+    found = RecallReceipt.objects.showing(
+        [(e.pk, e.thread_id, e.position) for e in asked]).filter(
+        pk__in=[r.pk for r in receipts])
+    assert set(found.values_list("pk", flat=True)) == {
+        r.pk for r in RecallReceipt.objects.filter(pk__in=[r.pk for r in receipts])
+        if wanted & set(r.entry_ids())}

@@ -21,7 +21,7 @@ from rest_framework.test import APIClient
 from agentmemory import services
 from agentmemory.checks import check_settings
 from agentmemory.conf import DEFAULTS
-from agentmemory.models import MemoryEntry, RecallReceipt, ReceiptItem, Thread
+from agentmemory.models import MemoryEntry, RecallReceipt, Thread
 from agentmemory.trust.replay import receipts_at_turn, replay
 from tests.helpers import (
     PLAIN,
@@ -55,7 +55,7 @@ def receipt_of(result: services.RecallResult) -> RecallReceipt:
 
 
 def item_ids(receipt: RecallReceipt) -> list[int]:
-    return list(receipt.items.order_by("order").values_list("entry_id", flat=True))
+    return receipt.entry_ids()
 
 
 def ids(result: services.RecallResult) -> list[int]:
@@ -83,7 +83,7 @@ def test_every_recall_records_ids_in_order_tokens_budget_settings_and_decline() 
     result = services.recall(thread, BIG, now=NOW, max_entries=8, footer="-- end --")
 
     receipt = receipt_of(result)
-    items = list(receipt.items.order_by("order"))
+    items = receipt.items
     assert [item.entry_id for item in items] == ids(result) == [e.pk for e in entries[2:]]
     assert [item.order for item in items] == list(range(8))
     assert [item.tokens for item in items] == [e.token_count for e in entries[2:]]
@@ -117,7 +117,7 @@ def test_a_recall_that_folds_records_the_summary_it_put_in_the_context() -> None
     assert result.folded_summary_id is not None
     receipt = receipt_of(result)
     summary = MemoryEntry.objects.get(pk=result.folded_summary_id)
-    items = list(receipt.items.order_by("order"))
+    items = receipt.items
     assert [item.entry_id for item in items] == [summary.pk, *(e.pk for e in entries[20:])]
     assert [item.kind for item in items] == ["summary"] + ["message"] * 5
     assert items[0].tokens == summary.token_count
@@ -133,7 +133,7 @@ def test_a_budget_decline_is_recorded_with_an_empty_context() -> None:
 
     receipt = receipt_of(result)
     assert result.budget_decline == receipt.budget_decline == "below-minimum-tokens"
-    assert not receipt.items.exists()
+    assert receipt.items == [] and receipt.oldest_position is None
     assert receipt.tokens == 0 and receipt.budget_tokens == 300
 
 
@@ -163,20 +163,15 @@ def test_a_receipt_is_small_ids_and_counts_never_copies() -> None:
     assert len(result.messages) == 4 and marker in result.text
     receipt = receipt_of(result)
     stored = json.dumps(
-        [
-            list(RecallReceipt.objects.filter(pk=receipt.pk).values()),
-            list(ReceiptItem.objects.filter(receipt=receipt).values()),
-        ],
-        default=str,
+        list(RecallReceipt.objects.filter(pk=receipt.pk).values()), default=str,
     )
     assert marker not in stored and "lorem" not in stored
     assert len(stored) < 2_000 < len(result.text) // 10
-    # No column of either table can hold text: the schema itself keeps receipts small.
-    for model in (RecallReceipt, ReceiptItem):
-        assert not [
-            field.name for field in model._meta.concrete_fields
-            if isinstance(field, models.TextField)
-        ]
+    # No column can hold text: the schema itself keeps receipts small.
+    assert not [
+        field.name for field in RecallReceipt._meta.concrete_fields
+        if isinstance(field, models.TextField)
+    ]
 
 
 # ------------------------------------------------------------------ replay (THE REQUIRED TEST)
@@ -332,7 +327,7 @@ def test_erasing_an_entry_deletes_every_receipt_that_showed_it_or_its_summary() 
     assert list(RecallReceipt.objects.values_list("pk", flat=True)) == [newest_only.pk]
     assert item_ids(newest_only) == [entries[24].pk]
     assert not MemoryEntry.objects.filter(pk=folded.folded_summary_id).exists()
-    assert not ReceiptItem.objects.filter(receipt_id__in=[verbatim.pk, summary_receipt.pk])
+    assert not RecallReceipt.objects.filter(pk__in=[verbatim.pk, summary_receipt.pk])
 
 
 # ------------------------------------------------------------------ isolation
@@ -394,7 +389,7 @@ def test_a_recall_with_receipts_costs_the_same_queries_on_50_and_5000_entries() 
         )
 
     assert RecallReceipt.objects.count() == 4
-    assert ReceiptItem.objects.filter(receipt__thread__isnull=False).count() > 0
+    assert all(receipt.shown for receipt in RecallReceipt.objects.all())
     assert folding[0] == folding[1], folding
     assert verbatim[0] == verbatim[1], verbatim
 
@@ -430,29 +425,3 @@ def test_a_non_boolean_switch_fails_the_check(settings: Any, key: str, value: An
     settings.AGENTMEMORY = {key: value}
     errors = [e for e in check_settings() if e.id == "agentmemory.E013"]
     assert errors and key in errors[0].msg
-
-
-@pytest.mark.parametrize("count", [0, 1, 199, 200, 1000])
-def test_receipt_items_go_in_as_few_inserts_as_the_database_allows(count: int) -> None:
-    """PostgreSQL: one INSERT of five arrays, whatever the count; SQLite: as many rows to
-    an INSERT as its parameter limit takes."""
-    from agentmemory.trust.receipts import insert_items
-
-    thread = make_thread()
-    services.append(thread, [{"role": "user", "content": f"m{n}"} for n in range(count)])
-    entries = list(MemoryEntry.objects.filter(thread=thread).order_by("position"))
-    receipt = RecallReceipt.objects.create(
-        thread=thread, turn=0, budget_tokens=1, tokens=0, config={},
-        created_at=datetime.now(UTC),
-    )
-    with CaptureQueriesContext(connection) as queries:
-        insert_items(receipt.pk, [(e.pk, n, e.kind, e.token_count)
-                                  for n, e in enumerate(entries)])
-    inserts = [q["sql"] for q in queries if q["sql"].startswith("INSERT")]
-    if connection.vendor == "postgresql":
-        assert len(inserts) == min(count, 1) and all("unnest(" in sql for sql in inserts)
-    else:
-        per_statement = (connection.features.max_query_params or 50_000) // 5
-        assert len(inserts) == -(-count // per_statement)
-    items = list(receipt.items.order_by("order").values_list("entry_id", "order", "tokens"))
-    assert items == [(e.pk, n, e.token_count) for n, e in enumerate(entries)]

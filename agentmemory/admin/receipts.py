@@ -16,7 +16,7 @@ from agentmemory.admin.base import ReadOnlyAdmin, links, thread_column
 from agentmemory.admin.filters import ExpiredFilter, ReasonFilter
 from agentmemory.admin.text import expandable, may_read
 from agentmemory.folding.reasons import in_words, label
-from agentmemory.models import EntryKind, RecallReceipt
+from agentmemory.models import EntryKind, MemoryEntry, RecallReceipt
 from agentmemory.trust.replay import replay
 
 
@@ -82,6 +82,15 @@ SETTING_WORDS: dict[str, tuple[str, Callable[[Any], str]]] = {
     "input_limit": ("FOLD_INPUT_LIMIT", lambda v: f"one summarizer call reads at most {v:,} "
                     "tokens of span"),
 }
+
+
+def described(entry: MemoryEntry | None, kind: str) -> str:
+    """A shown entry as the receipt's list names it: a summary by its key, a message by
+    its role; one erased since (a receipt outlives only a deletion made outside the
+    services) as such."""
+    if entry is None:
+        return "(no longer stored)"
+    return (entry.summary_key or "") if kind == EntryKind.SUMMARY else entry.role
 
 
 def settings_in_words(config: dict[str, Any]) -> list[tuple[str, str]]:
@@ -161,7 +170,8 @@ class RecallReceiptAdmin(ReadOnlyAdmin):
         """Each item links to its entry, or to its summary's expand view (its page without
         the permission); the text only to those who may expand (it can hold originals
         that a summary now hides). No link to a page this user may not open."""
-        items = obj.items.select_related("entry").order_by("order")
+        items = obj.items
+        entries = MemoryEntry.objects.in_bulk([item.entry_id for item in items])
         summary_view = "expand" if may_read(obj) else "change"
 
         def item_link(item: Any) -> str:
@@ -179,7 +189,7 @@ class RecallReceiptAdmin(ReadOnlyAdmin):
             (
                 (
                     item_link(item),
-                    item.entry.summary_key if item.kind == EntryKind.SUMMARY else item.entry.role,
+                    described(entries.get(item.entry_id), item.kind),
                     item.tokens,
                 )
                 for item in items

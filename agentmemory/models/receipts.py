@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from agentmemory.choices import EntryKind
 from agentmemory.models.entries import MemoryEntry
 from agentmemory.models.threads import Thread
 from agentmemory.querysets import (
@@ -19,7 +20,10 @@ class RecallReceipt(models.Model):
 
     Small on purpose: ids and token counts, never copies. The context is rebuilt from
     the rows it names, which folding and unfolding never change (summaries are retired,
-    not deleted, while a receipt may still point at them).
+    not deleted, while a receipt may still point at them). What it names is one column of
+    its own row (``shown``), written with it in one statement: a row per item cost
+    more than the recall it records (issue 24). Erasure finds a receipt by the oldest
+    position it shows (``oldest_position``), then by the ids in ``shown``.
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="receipts")
@@ -36,6 +40,21 @@ class RecallReceipt(models.Model):
         MemoryEntry, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     config = models.JSONField(default=dict, help_text="The recall settings in force.")
+    shown = models.JSONField(
+        default=list, blank=True,
+        help_text="What the context showed, in order: [entry id, kind, tokens] each.",
+    )
+    oldest_position = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="The oldest position among the entries shown (none when it shows none).",
+    )
+    summary_loads = models.PositiveIntegerField(
+        default=0, help_text="Summaries shown in place of their originals."
+    )
+    saved_tokens = models.IntegerField(
+        default=0,
+        help_text="Tokens of the originals those summaries stood for, less their own.",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     expires_at = models.DateTimeField(null=True, blank=True)
 
@@ -45,6 +64,8 @@ class RecallReceipt(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["thread", "turn"], name="agentmemory_receipt_turn"),
+            models.Index(fields=["thread", "oldest_position"],
+                         name="agentmemory_receipt_oldest"),
             models.Index(
                 fields=["expires_at"],
                 condition=Q(expires_at__isnull=False),
@@ -55,27 +76,27 @@ class RecallReceipt(models.Model):
     def __str__(self) -> str:
         return f"recall at turn {self.turn} (thread {self.thread_id})"
 
+    @property
+    def items(self) -> list[ReceiptItem]:
+        """The entries shown, in context order."""
+        return [ReceiptItem(order, int(entry_id), str(kind), int(tokens))
+                for order, (entry_id, kind, tokens) in enumerate(self.shown)]
 
-class ReceiptItem(models.Model):
-    # No database constraint or index of its own: an item is only ever written in the
-    # statement (or transaction) that writes its receipt, and deleted with it by Django's
-    # cascade; a constraint would check the same receipt row again for every item at
-    # commit (2.5 ms for a context of 776 messages on PostgreSQL). The unique (receipt,
-    # order) index serves every lookup by receipt.
-    receipt = models.ForeignKey(
-        RecallReceipt, on_delete=models.CASCADE, related_name="items",
-        db_constraint=False, db_index=False,
-    )
-    entry = models.ForeignKey(MemoryEntry, on_delete=models.CASCADE, related_name="+")
-    order = models.PositiveIntegerField()
-    kind = models.CharField(max_length=8, choices=EntryKind.choices)
-    tokens = models.PositiveIntegerField()
+    def entry_ids(self) -> list[int]:
+        """The ids of the entries shown, in context order."""
+        return [int(item[0]) for item in self.shown]
 
-    class Meta:
-        ordering = ["receipt", "order"]
-        constraints = [
-            models.UniqueConstraint(fields=["receipt", "order"], name="agentmemory_item_order")
-        ]
+
+
+@dataclass(frozen=True, slots=True)
+class ReceiptItem:
+    """One entry a receipt names: its place in the context, and its kind and token count
+    at recall time. Not a table: a receipt keeps its items in its own row (``shown``)."""
+
+    order: int
+    entry_id: int
+    kind: str
+    tokens: int
 
     def __str__(self) -> str:
         return f"#{self.entry_id} at {self.order}"

@@ -35,10 +35,16 @@ def erase_entry(entry: MemoryEntry) -> None:
         if not Thread.objects.lock(entry.thread_id):
             return
         ids, span_ids = derived_rows([entry.pk])
-        RecallReceipt.objects.filter(items__entry_id__in=ids).delete()
+        RecallReceipt.objects.showing(_placed(ids)).delete()
         FoldedSpan.objects.filter(pk__in=span_ids).delete()
         MemoryEntry.objects.filter(pk__in=ids).delete()
         forget_deleted()
+
+
+def _placed(ids: Iterable[int]) -> list[tuple[int, int, int]]:
+    """Each entry's id, thread and position, as `RecallReceiptQuerySet.showing` asks."""
+    return list(MemoryEntry.objects.filter(pk__in=list(ids)).values_list(
+        "pk", "thread_id", "position"))
 
 
 def derived_rows(entry_ids: Iterable[int]) -> tuple[list[int], list[int]]:
@@ -257,7 +263,8 @@ def purge_expired(
             # every window span derived from one of them.
             doomed, derived_spans = derived_rows(roots)
             RecallReceipt.objects.filter(
-                Q(pk__in=receipt_ids) | Q(items__entry_id__in=doomed)
+                Q(pk__in=receipt_ids)
+                | Q(pk__in=RecallReceipt.objects.showing(_placed(doomed)).values("pk"))
             ).delete()
             spans += FoldedSpan.objects.filter(pk__in={*span_ids, *derived_spans}).delete()[0]
             entries += MemoryEntry.objects.filter(pk__in=doomed).delete()[1].get(

@@ -24,8 +24,9 @@ class ReplayedContext:
 
 def replay(receipt: RecallReceipt) -> ReplayedContext:
     """The context exactly as that recall formatted it, rebuilt from the rows it names."""
-    items = list(receipt.items.select_related("entry").order_by("order"))
-    entries = [item.entry for item in items]
+    ids = receipt.entry_ids()
+    stored = MemoryEntry.objects.in_bulk(ids)
+    entries = [stored[entry_id] for entry_id in ids if entry_id in stored]
     config = receipt.config
     header, footer = config.get("header", ""), config.get("footer", "")
     shaped = dataclasses.replace(_FORMAT_ONLY, header=header, footer=footer)

@@ -9,28 +9,26 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Count, F, Q, QuerySet, Sum
+from django.db.models import Q, Sum
 
-from agentmemory.models import EntryKind, MemoryEntry, ReceiptItem, SummarizerCall, Thread
-
-
-def _saved(items: QuerySet[ReceiptItem]) -> tuple[int, int]:
-    """Tokens saved by summaries loaded in place of their originals, and how many loads."""
-    totals = items.filter(kind=EntryKind.SUMMARY).aggregate(
-        saved=Sum(F("entry__coverage__original_tokens") - F("tokens")),
-        loads=Count("id"),
-    )
-    return int(totals["saved"] or 0), int(totals["loads"] or 0)
+from agentmemory.models import (
+    MemoryEntry,
+    RecallReceipt,
+    SummarizerCall,
+    SummaryCoverage,
+    Thread,
+)
 
 
 def savings(*, thread: Thread | None = None, owner: Any = None) -> dict[str, Any]:
     """Tokens spent summarizing against tokens saved in recalls, for a thread or an owner."""
     scope = Q(thread=thread) if thread is not None else Q(owner=owner)
-    item_scope = (
-        Q(receipt__thread=thread) if thread is not None else Q(receipt__thread__owner=owner)
-    )
+    receipt_scope = Q(thread=thread) if thread is not None else Q(thread__owner=owner)
     spent = SummarizerCall.objects.filter(scope).spent_tokens()
-    saved, loads = _saved(ReceiptItem.objects.filter(item_scope))
+    # Each receipt counted what its summaries saved as it was written.
+    totals = RecallReceipt.objects.filter(receipt_scope).aggregate(
+        saved=Sum("saved_tokens"), loads=Sum("summary_loads"))
+    saved, loads = int(totals["saved"] or 0), int(totals["loads"] or 0)
     return {
         "spent_tokens": spent,
         "saved_tokens": saved,
@@ -43,5 +41,13 @@ def savings(*, thread: Thread | None = None, owner: Any = None) -> dict[str, Any
 def summary_savings(summary: MemoryEntry) -> dict[str, Any]:
     """What one summary cost (its ledger rows) and saved (every recall that loaded it)."""
     spent = SummarizerCall.objects.filter(summary=summary).spent_tokens()
-    saved, loads = _saved(ReceiptItem.objects.filter(entry=summary))
+    coverage = SummaryCoverage.objects.filter(summary=summary).first()
+    loads = saved = 0
+    showing = RecallReceipt.objects.showing([(summary.pk, summary.thread_id, summary.position)])
+    for shown in showing.values_list("shown", flat=True):
+        for entry_id, _, tokens in shown:
+            if entry_id == summary.pk:
+                loads += 1
+                if coverage is not None:
+                    saved += coverage.original_tokens - tokens
     return {"spent_tokens": spent, "saved_tokens": saved, "summary_loads": loads}

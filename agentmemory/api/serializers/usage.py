@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import serializers
 
 from agentmemory.api.serializers.entries import EntrySerializer
-from agentmemory.models import RecallReceipt, ReceiptItem, SummarizerCall
+from agentmemory.models import EntryKind, RecallReceipt, SummarizerCall
 
 
 class SummarizerCallSerializer(serializers.ModelSerializer):
@@ -27,13 +27,13 @@ class UsageTotalsSerializer(serializers.Serializer):
     by_outcome = serializers.DictField(child=serializers.IntegerField())
 
 
-class ReceiptItemSerializer(serializers.ModelSerializer):
-    entry_id = serializers.IntegerField(read_only=True)
+class ReceiptItemSerializer(serializers.Serializer):
+    """One entry the context showed: its place, its kind and its token count then."""
 
-    class Meta:
-        model = ReceiptItem
-        fields = ["order", "entry_id", "kind", "tokens"]
-        read_only_fields = fields
+    order = serializers.IntegerField(read_only=True, min_value=0)
+    entry_id = serializers.IntegerField(read_only=True)
+    kind = serializers.ChoiceField(choices=EntryKind.choices, read_only=True)
+    tokens = serializers.IntegerField(read_only=True, min_value=0)
 
 
 class ReceiptSerializer(serializers.ModelSerializer):

@@ -53,7 +53,7 @@ class ReceiptList(MemoryAPIView, generics.ListAPIView):
     pagination_class = Pagination
 
     def get_queryset(self) -> QuerySet[RecallReceipt]:
-        receipts = RecallReceipt.objects.filter(thread=self.thread()).prefetch_related("items")
+        receipts = RecallReceipt.objects.filter(thread=self.thread())
         turn = query_int(self.request, "turn", minimum=0, maximum=MAX_INT)
         if turn is not None:
             receipts = receipts.filter(turn=turn)
@@ -77,7 +77,7 @@ class ReceiptDetail(MemoryAPIView):
     )
     def get(self, request: Request, thread_id: int, receipt_id: int) -> Response:
         receipt = get_object_or_404(
-            RecallReceipt.objects.prefetch_related("items"), pk=receipt_id, thread=self.thread()
+            RecallReceipt.objects, pk=receipt_id, thread=self.thread()
         )
         context = replay(receipt)
         return Response({
