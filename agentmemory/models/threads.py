@@ -81,8 +81,8 @@ class Thread(models.Model):
         "fold decision.",
     )
     # Advanced by every statement that deletes this thread's entries (a PostgreSQL trigger,
-    # migration 0002): a receipt written while an erasure held the row lock sees it move,
-    # and names nothing that erasure took. SQLite's writers never overlap: not needed.
+    # `agentmemory.trust.receipt_schema`): a receipt written while an erasure held the row
+    # lock sees it move, and names nothing that erasure took. SQLite needs none.
     erasures = models.PositiveBigIntegerField(default=0, editable=False)
     # Set while a fold of this thread runs, so a second one stands aside; its holder's
     # heartbeat renews it, and an owner left behind (the lease not released) is a death.

@@ -124,7 +124,7 @@ def recall_context(
             folded_summary=folded[-1] if folded else None, now=now,
             expires_at=now + ttl if ttl is not None else None,
             omitted=omitted, omitted_reason=omitted_reason,
-        ).pk
+        ).id
     return RecallResult(
         messages=RecalledMessage.each_of(picked.entries),
         text=text,

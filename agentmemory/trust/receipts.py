@@ -15,16 +15,17 @@ import functools
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 from django.db import IntegrityError, connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import Field, JSONField, Model
+from django.db.models import DateTimeField, Field, JSONField, Model
 
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import MemoryEntry, RecallReceipt, SummaryCoverage, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.entries import ContextEntry
+from agentmemory.trust import receipt_schema
 
 
 def config_record(config: RecallConfig) -> dict[str, Any]:
@@ -43,6 +44,13 @@ def _config_json(config: RecallConfig) -> str:
     return json.dumps(record, cls=column.encoder)
 
 
+class FiledReceipt(NamedTuple):
+    """A receipt as `record_receipt` filed it: its id and the turn it is filed under."""
+
+    id: int
+    turn: int
+
+
 def record_receipt(
     thread: Thread,
     picked: Sequence[ContextEntry],
@@ -57,7 +65,7 @@ def record_receipt(
     expires_at: datetime | None,
     omitted: int = 0,
     omitted_reason: str | None = None,
-) -> RecallReceipt:
+) -> FiledReceipt:
     """The receipt, filed under the thread's turn read under its row lock, in one
     statement (one round trip, and on its own one commit).
 
@@ -69,27 +77,27 @@ def record_receipt(
     taken from ``thread``: an instance loaded before appends made elsewhere would file
     the context under an older turn than the one it shows.
     """
-    shown = [[entry.pk, entry.kind, entry.token_count] for entry in picked]
     loads, saved = _savings(picked)
-    receipt = RecallReceipt(
-        thread=thread,
-        turn=0,  # the row's, once locked
-        budget_tokens=budget_tokens,
-        tokens=tokens,
-        decline=decline or "",
-        budget_decline=budget_decline or "",
-        omitted=omitted,
-        omitted_reason=omitted_reason or "",
-        folded_summary=folded_summary,
-        config=config_record(config),
-        shown=shown,
-        oldest_position=min((entry.position for entry in picked), default=None),
-        summary_loads=loads,
-        saved_tokens=saved,
-        created_at=now,
-        expires_at=expires_at,
-    )
+    # Each column's value by field name (a column added to the model and not here fails
+    # every receipt); JSON as its text, which the column's type takes on both databases.
+    columns: dict[str, Any] = {
+        "thread": thread.pk, "budget_tokens": budget_tokens, "tokens": tokens,
+        "decline": decline or "", "budget_decline": budget_decline or "",
+        "omitted": omitted, "omitted_reason": omitted_reason or "",
+        "folded_summary": folded_summary.pk if folded_summary is not None else None,
+        "config": _config_json(config),
+        "shown": json.dumps([[entry.pk, entry.kind, entry.token_count] for entry in picked],
+                            separators=(",", ":")),
+        "oldest_position": min((entry.position for entry in picked), default=None),
+        "summary_loads": loads, "saved_tokens": saved, "created_at": now,
+        "expires_at": expires_at,
+    }
     connection = connections[router.db_for_write(RecallReceipt)]
+    values: list[Any] = [field.get_db_prep_save(columns[field.name], connection)
+              if isinstance(field, DateTimeField) else columns[field.name]
+              for field in _receipt_fields()]
+    if connection.vendor != "postgresql":
+        values.append(thread.pk)
     checked = {entry.pk for entry in picked}
     if folded_summary is not None:
         checked.add(folded_summary.pk)
@@ -98,20 +106,15 @@ def record_receipt(
         sql = _STATEMENT[connection.alias] = _statement_sql(connection)
     try:
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*_receipt_values(connection, receipt, config),
-                                 receipt.thread_id, receipt.thread_id,
-                                 _ids_param(connection, checked), len(checked)])
+            cursor.execute(sql, [*values, _ids_param(connection, checked), len(checked)])
             row = cursor.fetchone()
     except IntegrityError as error:  # the folded summary, erased before the commit
-        raise _entry_gone(receipt.thread_id) from error
-    if row is None:
+        raise _entry_gone(thread.pk) from error
+    if row is None or row[0] is None:  # none inserted (the function answers NULLs)
         if Thread.objects.filter(pk=thread.pk).exists():
-            raise _entry_gone(receipt.thread_id)
+            raise _entry_gone(thread.pk)
         raise ThreadGoneError(f"Thread {thread.pk} was erased during the recall.")
-    receipt.pk, receipt.turn = int(row[0]), int(row[1])
-    receipt._state.adding = False
-    receipt._state.db = connection.alias
-    return receipt
+    return FiledReceipt(int(row[0]), int(row[1]))
 
 
 def _savings(picked: Sequence[ContextEntry]) -> tuple[int, int]:
@@ -145,24 +148,9 @@ def _receipt_fields() -> list[Field[Any, Any]]:
             if not field.primary_key and field.name != "turn"]
 
 
-def _receipt_values(connection: BaseDatabaseWrapper, receipt: RecallReceipt,
-                    config: RecallConfig) -> list[Any]:
-    """The columns' values as Django prepares them; the config as its cached JSON text
-    and what was shown as JSON text (the column's type takes text on both databases)."""
-    values: list[Any] = []
-    for field in _receipt_fields():
-        if field.name == "config":
-            values.append(_config_json(config))
-        elif field.name == "shown":
-            values.append(json.dumps(receipt.shown, separators=(",", ":")))
-        else:
-            values.append(field.get_db_prep_save(getattr(receipt, field.attname), connection))
-    return values
-
-
 def _ids_param(connection: BaseDatabaseWrapper, ids: set[int]) -> Any:
     """The entries to check, as one parameter: comma-joined text split by PostgreSQL, a
-    JSON array on SQLite (the statement's text is the same whatever their number, and
+    JSON array elsewhere (the statement's text is the same whatever their number, and
     psycopg would dump an array parameter element by element in Python)."""
     if connection.vendor == "postgresql":
         return ",".join(map(str, ids))
@@ -170,35 +158,36 @@ def _ids_param(connection: BaseDatabaseWrapper, ids: set[int]) -> Any:
 
 
 def _statement_sql(connection: BaseDatabaseWrapper) -> str:
-    """INSERT ... SELECT from the locked thread row, if the count of the shown entries
-    stored is theirs and, on PostgreSQL, the row's ``erasures`` is the one the
-    statement's snapshot sees (the row locked is re-read once the lock is granted, the
-    subquery is not), RETURNING the id and the turn. On PostgreSQL each value is cast to
-    its column's type, as ``SELECT`` leaves a bare parameter untyped."""
-    quote = connection.ops.quote_name
-    postgres = connection.vendor == "postgresql"
+    """The receipt's INSERT ... SELECT from the locked thread row, if the count of the
+    shown entries stored is theirs, RETURNING its id and turn. On PostgreSQL that
+    statement is the function `receipt_schema.FILE_RECEIPT`, which also checks that the
+    row's ``erasures`` is the one the statement's snapshot saw (the locked row is re-read
+    once the lock is granted, the subquery is not)."""
     fields = _receipt_fields()
-    names = [quote(str(field.column)) for field in fields]
-    values = ", ".join(f"%s::{field.cast_db_type(connection)}" if postgres else "%s"
-                       for field in fields)
+    if connection.vendor == "postgresql":
+        return (f"SELECT receipt_id, receipt_turn FROM {receipt_schema.FILE_RECEIPT}("
+                f"{', '.join(['%s'] * (len(fields) + 2))})")
+    quote = connection.ops.quote_name
     thread_table, entry_table = quote(Thread._meta.db_table), quote(MemoryEntry._meta.db_table)
     thread_pk = quote(str(_column(Thread, "id").column))
-    erasures = quote(str(_column(Thread, "erasures").column))
     entry_pk = quote(str(_column(MemoryEntry, "id").column))
-    if postgres:
-        stored = f"{entry_pk} = ANY(string_to_array(%s, ',')::bigint[])"
-    else:
-        stored = f"{entry_pk} IN (SELECT value FROM json_each(%s))"
     turn = quote(str(_column(RecallReceipt, "turn").column))
     lock = " FOR UPDATE" if connection.features.has_select_for_update else ""
+    names = ", ".join(quote(str(field.column)) for field in fields)
     return (
-        f"INSERT INTO {quote(RecallReceipt._meta.db_table)} ({', '.join(names)}, {turn})"
-        f" SELECT {values}, {quote(str(_column(Thread, 'last_turn').column))}"
+        f"INSERT INTO {quote(RecallReceipt._meta.db_table)} ({names}, {turn})"
+        f" SELECT {', '.join(['%s'] * len(fields))},"
+        f" {quote(str(_column(Thread, 'last_turn').column))}"
         f" FROM {thread_table} WHERE {thread_pk} = %s"
-        f" AND {erasures} = (SELECT {erasures} FROM {thread_table} WHERE {thread_pk} = %s)"
-        f" AND (SELECT COUNT(*) FROM {entry_table} WHERE {stored}) = %s{lock}"
+        f" AND (SELECT COUNT(*) FROM {entry_table}"
+        f" WHERE {entry_pk} IN (SELECT value FROM json_each(%s))) = %s{lock}"
         f" RETURNING {quote(str(_column(RecallReceipt, 'id').column))}, {turn}"
     )
+
+
+def receipt_columns() -> list[str]:
+    """The columns a receipt's statement writes from Python, in its parameters' order."""
+    return [str(field.column) for field in _receipt_fields()]
 
 
 def _column(model: type[Model], name: str) -> Field[Any, Any]:
