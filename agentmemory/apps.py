@@ -7,7 +7,7 @@ class AgentMemoryConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from agentmemory import checks  # noqa: F401  (registers the system checks)
+        from agentmemory import checks, journal_check  # noqa: F401  (registers the checks)
 
         try:
             import celery  # noqa: F401

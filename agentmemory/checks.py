@@ -6,6 +6,7 @@ E010 background work (retries, batches, queue), E011 window compaction, E012 API
 W002 the API schema needs drf-spectacular's AutoSchema, E013 trust and cost settings,
 E014 a configured feature's extra is not installed, W001 the summarizer's API key
 variable is empty, W003 Django's body cap refuses a message the content limit allows, E015 search.
+W004, the one check that reads a database, is `agentmemory.journal_check`'s.
 
 `RULES` is the table, applied in its order by `check_settings`: a `SettingRule` holds
 settings to a rule of `agentmemory.validators` or `agentmemory.check_rules` (with the
@@ -276,3 +277,4 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     for rule in RULES:
         errors.extend(rule())
     return errors
+

@@ -92,7 +92,13 @@ if os.environ.get("AGENTMEMORY_DB") == "postgres":
     }
 else:
     DATABASES = {
-        "default": {"ENGINE": "django.db.backends.sqlite3", "NAME": BASE_DIR / "db.sqlite3"}
+        "default": {
+            "ENGINE": "django.db.backends.sqlite3",
+            "NAME": BASE_DIR / "db.sqlite3",
+            # RECEIPTS (below) commits at every recall: in WAL mode that commit does not
+            # wait for the disk (agentmemory.W004; docs/operations.md).
+            "OPTIONS": {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"},
+        }
     }
 
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "")

@@ -160,3 +160,51 @@ def test_manage_py_check_fails_on_a_bad_setting_and_passes_on_clean_ones() -> No
             call_command("check")
     with override_settings(AGENTMEMORY={}):
         call_command("check")
+
+
+@pytest.fixture
+def sqlite_file(tmp_path: Any, django_db_blocker: Any) -> Any:
+    """A file-backed SQLite database under its own alias, opened with ``options``."""
+    from django.db import connections
+
+    made: list[str] = []
+
+    def add(options: dict[str, Any]) -> str:
+        alias = f"journal{len(made)}"
+        connections.settings[alias] = connections.configure_settings({
+            "default": connections.settings["default"],
+            alias: {"ENGINE": "django.db.backends.sqlite3",
+                    "NAME": str(tmp_path / f"{alias}.sqlite3"), "OPTIONS": options},
+        })[alias]
+        made.append(alias)
+        return alias
+
+    with django_db_blocker.unblock():
+        yield add
+        for alias in made:
+            connections[alias].close()
+            del connections[alias]
+            del connections.settings[alias]
+
+
+WAL = {"init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;"}
+
+
+@pytest.mark.parametrize(("options", "receipts", "warned"), [
+    ({}, True, True),  # Django's default: the rollback journal
+    ({"init_command": "PRAGMA journal_mode=TRUNCATE;"}, True, True),
+    (WAL, True, False),
+    ({}, False, False),
+])
+def test_receipts_on_a_journal_synced_at_every_commit_are_warned_of(
+    sqlite_file: Any, options: dict[str, Any], receipts: bool, warned: bool,
+) -> None:
+    """W004, from ``manage.py check --database``: it reads the database's journal mode."""
+    alias = sqlite_file(options)
+    with override_settings(AGENTMEMORY={"RECEIPTS": receipts}):
+        if warned:
+            with pytest.raises(SystemCheckError, match="agentmemory.W004") as raised:
+                call_command("check", "--database", alias, "--fail-level", "WARNING")
+            assert f"'{alias}'" in str(raised.value) and "journal_mode=WAL" in str(raised.value)
+        else:
+            call_command("check", "--database", alias, "--fail-level", "WARNING")
