@@ -15,6 +15,7 @@ from django.core.checks import CheckMessage, Tags, Warning, register
 from django.db import connections
 
 from agentmemory.conf import SETTINGS_NAME, memory_settings
+from agentmemory.exceptions import AgentMemoryConfigurationError
 
 #: SQLite journal modes whose every commit waits for the disk's sync of a journal file.
 SYNCED_JOURNALS = ("delete", "truncate", "persist")
@@ -26,8 +27,11 @@ def check_receipt_journal(app_configs: Any = None, databases: Any = None,
                           **kwargs: Any) -> list[CheckMessage]:
     """W004 for each SQLite database checked (not in memory) whose journal is synced at
     every commit, while RECEIPTS is on."""
-    if memory_settings.RECEIPTS is not True:
-        return []
+    try:
+        if not databases or memory_settings.RECEIPTS is not True:
+            return []
+    except AgentMemoryConfigurationError:
+        return []  # E001 reports settings that are not a dict
     warnings: list[CheckMessage] = []
     for alias in databases or ():
         connection: Any = connections[alias]  # SQLite's wrapper knows whether it is in memory

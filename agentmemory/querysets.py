@@ -235,18 +235,18 @@ class RecallReceiptQuerySet(ExpiringQuerySet["RecallReceipt"]):
     """Receipts expire with the thread's TTL, and go with any entry they show."""
 
     def showing(self, entries: Iterable[tuple[int, int, int]]) -> Self:
-        """Receipts showing any of ``entries`` (id, thread id, position each): of a thread's
-        those whose ``oldest_position`` is at most the newest asked (an index), by ``shown``."""
-        wanted, newest = set[int](), dict[int, int]()
+        """Receipts showing any of ``entries`` (id, thread, position): by the positions each
+        shows between (an index), then its ``shown``."""
+        wanted, at = set[int](), dict[int, list[int]]()
         for entry_id, thread_id, position in entries:
             wanted.add(entry_id)
-            newest[thread_id] = max(position, newest.get(thread_id, position))
-        older = Q(pk__in=[])
-        for thread_id, position in newest.items():
-            older |= Q(thread_id=thread_id, oldest_position__lte=position)
-        return self.filter(pk__in=[
-            pk for pk, shown in self.filter(older).values_list("pk", "shown")
-            if any(item[0] in wanted for item in shown)])
+            at.setdefault(thread_id, []).append(position)
+        near = Q(pk__in=[])
+        for thread_id, positions in at.items():
+            near |= Q(thread_id=thread_id, oldest_position__lte=max(positions),
+                      newest_position__gte=min(positions))
+        return self.filter(pk__in=[pk for pk, shown in self.filter(near).values_list("pk", "shown")
+                                   if any(item[0] in wanted for item in shown)])
 
 
 def reported_tokens() -> CombinedExpression:

@@ -68,7 +68,8 @@ def test_a_receipt_names_what_was_shown_in_order_under_the_rows_turn(
     assert (stored.budget_tokens, stored.tokens, stored.thread_id) == (1000, 10, thread.pk)
     assert [(i.order, i.entry_id, i.kind, i.tokens) for i in stored.items] == [
         (n, e.pk, e.kind, e.token_count) for n, e in enumerate(picked)]
-    assert stored.oldest_position == min(e.position for e in picked)
+    assert (stored.oldest_position, stored.newest_position) == (
+        min(e.position for e in picked), max(e.position for e in picked))
     # One statement: the lock, the check and the receipt (committed on its own outside
     # a transaction; the caller's BEGIN and COMMIT are the caller's).
     sent = [sql for sql in writes(queries)
@@ -169,7 +170,8 @@ def test_a_receipt_is_one_statement_whatever_it_shows(count: int) -> None:
     assert len(writes(queries)) == 1
     stored = RecallReceipt.objects.get(pk=receipt.id)
     assert stored.entry_ids() == [e.pk for e in picked]
-    assert stored.oldest_position == (picked[0].position if picked else None)
+    assert (stored.oldest_position, stored.newest_position) == (
+        (picked[0].position, picked[-1].position) if picked else (None, None))
 
 
 def test_every_delete_of_entries_advances_its_threads_erasures_once() -> None:

@@ -133,7 +133,7 @@ def test_a_budget_decline_is_recorded_with_an_empty_context() -> None:
 
     receipt = receipt_of(result)
     assert result.budget_decline == receipt.budget_decline == "below-minimum-tokens"
-    assert receipt.items == [] and receipt.oldest_position is None
+    assert receipt.items == [] and receipt.oldest_position is receipt.newest_position is None
     assert receipt.tokens == 0 and receipt.budget_tokens == 300
 
 

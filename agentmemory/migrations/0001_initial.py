@@ -172,6 +172,7 @@ class Migration(migrations.Migration):
                 ('config', models.JSONField(default=dict, help_text='The recall settings in force.')),
                 ('shown', models.JSONField(blank=True, default=list, help_text='What the context showed, in order: [entry id, kind, tokens] each.')),
                 ('oldest_position', models.BigIntegerField(blank=True, help_text='The oldest position among the entries shown (none when it shows none).', null=True)),
+                ('newest_position', models.BigIntegerField(blank=True, help_text='The newest position among the entries shown (none when it shows none).', null=True)),
                 ('summary_loads', models.PositiveIntegerField(default=0, help_text='Summaries shown in place of their originals.')),
                 ('saved_tokens', models.IntegerField(default=0, help_text='Tokens of the originals those summaries stood for, less their own.')),
                 ('created_at', models.DateTimeField(default=django.utils.timezone.now)),

@@ -22,8 +22,8 @@ class RecallReceipt(models.Model):
     the rows it names, which folding and unfolding never change (summaries are retired,
     not deleted, while a receipt may still point at them). What it names is one column of
     its own row (``shown``), written with it in one statement: a row per item cost
-    more than the recall it records (issue 24). Erasure finds a receipt by the oldest
-    position it shows (``oldest_position``), then by the ids in ``shown``.
+    more than the recall it records (issue 24). Erasure finds a receipt by the positions
+    it shows between (``oldest_position``, ``newest_position``), then by its ``shown`` ids.
     """
 
     thread = models.ForeignKey(Thread, on_delete=models.CASCADE, related_name="receipts")
@@ -47,6 +47,10 @@ class RecallReceipt(models.Model):
     oldest_position = models.BigIntegerField(
         null=True, blank=True,
         help_text="The oldest position among the entries shown (none when it shows none).",
+    )
+    newest_position = models.BigIntegerField(
+        null=True, blank=True,
+        help_text="The newest position among the entries shown (none when it shows none).",
     )
     summary_loads = models.PositiveIntegerField(
         default=0, help_text="Summaries shown in place of their originals."

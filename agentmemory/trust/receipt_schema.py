@@ -31,7 +31,8 @@ RECEIPT_COLUMNS = [
     ("thread_id", "bigint"), ("budget_tokens", "integer"), ("tokens", "integer"),
     ("decline", "varchar"), ("budget_decline", "varchar"), ("omitted", "integer"),
     ("omitted_reason", "varchar"), ("folded_summary_id", "bigint"), ("config", "jsonb"),
-    ("shown", "jsonb"), ("oldest_position", "bigint"), ("summary_loads", "integer"),
+    ("shown", "jsonb"), ("oldest_position", "bigint"), ("newest_position", "bigint"),
+    ("summary_loads", "integer"),
     ("saved_tokens", "integer"), ("created_at", "timestamptz"),
     ("expires_at", "timestamptz"),
 ]

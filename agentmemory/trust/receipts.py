@@ -89,6 +89,7 @@ def record_receipt(
         "shown": json.dumps([[entry.pk, entry.kind, entry.token_count] for entry in picked],
                             separators=(",", ":")),
         "oldest_position": min((entry.position for entry in picked), default=None),
+        "newest_position": max((entry.position for entry in picked), default=None),
         "summary_loads": loads, "saved_tokens": saved, "created_at": now,
         "expires_at": expires_at,
     }
