@@ -568,8 +568,9 @@ def _journals_table(run: dict[str, Any]) -> str:
             rows.append([JOURNAL_NAMES[mode], f"{budget:,}", _ms(off), _ms(on),
                          f"{on['p50_ms'] - off['p50_ms']:.2f}", _ms(timings["commit"]),
                          f"×{ratio:.2f}: {_verdict(ratio <= TARGET_RECEIPTS)}"])
-    return ("Receipts on SQLite are one write transaction a recall, and its commit is "
-            "the disk's: the same thread and budgets, receipts off and on, round robin, "
+    return ("A receipt on SQLite is one write statement a recall, and its commit is "
+            "the disk's (`agentmemory.W004` warns of a journal synced at every commit): "
+            "the same thread and budgets, receipts off and on, round robin, "
             "first with the journal as Django leaves it, then in WAL mode with "
             "`synchronous=NORMAL` (what production guides for Django on SQLite set "
             "through `OPTIONS[\"init_command\"]`), beside the raw driver's durable write "
