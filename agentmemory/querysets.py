@@ -232,21 +232,8 @@ class FoldedSpanQuerySet(ExpiringQuerySet["FoldedSpan"]):
 
 
 class RecallReceiptQuerySet(ExpiringQuerySet["RecallReceipt"]):
-    """Receipts expire with the thread's TTL, and go with any entry they show."""
-
-    def showing(self, entries: Iterable[tuple[int, int, int]]) -> Self:
-        """Receipts showing any of ``entries`` (id, thread, position): by the positions each
-        shows between (an index), then its ``shown``."""
-        wanted, at = set[int](), dict[int, list[int]]()
-        for entry_id, thread_id, position in entries:
-            wanted.add(entry_id)
-            at.setdefault(thread_id, []).append(position)
-        near = Q(pk__in=[])
-        for thread_id, positions in at.items():
-            near |= Q(thread_id=thread_id, oldest_position__lte=max(positions),
-                      newest_position__gte=min(positions))
-        return self.filter(pk__in=[pk for pk, shown in self.filter(near).values_list("pk", "shown")
-                                   if any(item[0] in wanted for item in shown)])
+    """Receipts expire with the thread's TTL; the expiry rules are all they need (which
+    receipts show an entry is `agentmemory.trust.receipts.receipts_showing`)."""
 
 
 def reported_tokens() -> CombinedExpression:

@@ -25,7 +25,13 @@ from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import MemoryEntry, RecallReceipt, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.trust.receipt_schema import FILE_RECEIPT
-from agentmemory.trust.receipts import config_record, receipt_columns, record_receipt
+from agentmemory.trust.receipts import (
+    config_record,
+    delete_receipts_showing,
+    receipt_columns,
+    receipts_showing,
+    record_receipt,
+)
 from tests.helpers import add_turns
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -202,12 +208,24 @@ def test_showing_finds_exactly_the_receipts_that_show_an_entry(
     every = [entry for _, entries in threads for entry in entries]
     asked = data.draw(st.lists(st.sampled_from(every), unique_by=lambda e: e.pk, min_size=1))
     wanted = {entry.pk for entry in asked}
-    found = RecallReceipt.objects.showing(
-        [(e.pk, e.thread_id, e.position) for e in asked]).filter(
-        pk__in=[r.id for r in receipts])
-    assert set(found.values_list("pk", flat=True)) == {
-        r.pk for r in RecallReceipt.objects.filter(pk__in=[r.id for r in receipts])
-        if wanted & set(r.entry_ids())}
+    ours = {r.id for r in receipts}
+    found = {pk for pk, _ in receipts_showing([(e.pk, e.thread_id, e.position) for e in asked])}
+    assert found & ours == {
+        r.pk for r in RecallReceipt.objects.filter(pk__in=ours) if wanted & set(r.entry_ids())}
+
+
+def test_erasure_deletes_every_receipt_that_shows_an_entry_a_chunk_at_a_time() -> None:
+    """More receipts than a statement's chunk show the entry: every one goes, and only
+    those."""
+    thread, entries = a_thread()
+    showing = [record_receipt(thread, entries, **arguments(entries)).id for _ in range(7)]
+    other = record_receipt(thread, entries[-1:], **arguments(entries[-1:])).id
+    with CaptureQueriesContext(connection) as queries:
+        deleted = delete_receipts_showing(
+            [(entries[0].pk, thread.pk, entries[0].position)], chunk=3)
+    assert deleted == 7 and list(RecallReceipt.objects.values_list("pk", flat=True)) == [other]
+    assert len([q for q in writes(queries) if q.startswith("DELETE")]) == 3
+    assert not set(showing) & set(RecallReceipt.objects.values_list("pk", flat=True))
 
 
 def test_the_filing_function_takes_the_receipts_columns_in_order() -> None:

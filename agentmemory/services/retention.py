@@ -24,6 +24,7 @@ from agentmemory.querysets import (
     RecallReceiptQuerySet,
 )
 from agentmemory.search.index import forget_deleted
+from agentmemory.trust.receipts import delete_receipts_showing
 from agentmemory.window.frame import entry_digest
 from agentmemory.writes.retire import derived_summary_ids
 
@@ -35,14 +36,14 @@ def erase_entry(entry: MemoryEntry) -> None:
         if not Thread.objects.lock(entry.thread_id):
             return
         ids, span_ids = derived_rows([entry.pk])
-        RecallReceipt.objects.showing(_placed(ids)).delete()
+        delete_receipts_showing(_placed(ids))
         FoldedSpan.objects.filter(pk__in=span_ids).delete()
         MemoryEntry.objects.filter(pk__in=ids).delete()
         forget_deleted()
 
 
 def _placed(ids: Iterable[int]) -> list[tuple[int, int, int]]:
-    """Each entry's id, thread and position, as `RecallReceiptQuerySet.showing` asks."""
+    """Each entry's id, thread and position, as `receipts_showing` asks."""
     return list(MemoryEntry.objects.filter(pk__in=list(ids)).values_list(
         "pk", "thread_id", "position"))
 
@@ -262,10 +263,8 @@ def purge_expired(
             # would stand for originals that are gone: they go with them, and so does
             # every window span derived from one of them.
             doomed, derived_spans = derived_rows(roots)
-            RecallReceipt.objects.filter(
-                Q(pk__in=receipt_ids)
-                | Q(pk__in=RecallReceipt.objects.showing(_placed(doomed)).values("pk"))
-            ).delete()
+            RecallReceipt.objects.filter(pk__in=receipt_ids).delete()
+            delete_receipts_showing(_placed(doomed))
             spans += FoldedSpan.objects.filter(pk__in={*span_ids, *derived_spans}).delete()[0]
             entries += MemoryEntry.objects.filter(pk__in=doomed).delete()[1].get(
                 MemoryEntry._meta.label, 0

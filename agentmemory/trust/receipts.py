@@ -13,19 +13,22 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
 from django.db import IntegrityError, connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import DateTimeField, Field, JSONField, Model
+from django.db.models import DateTimeField, Field, JSONField, Model, Q
 
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import MemoryEntry, RecallReceipt, SummaryCoverage, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.entries import ContextEntry
 from agentmemory.trust import receipt_schema
+
+#: Receipts deleted to a statement when erasure deletes those that show what it takes.
+DELETE_CHUNK = 500
 
 
 def config_record(config: RecallConfig) -> dict[str, Any]:
@@ -116,6 +119,31 @@ def record_receipt(
             raise _entry_gone(thread.pk)
         raise ThreadGoneError(f"Thread {thread.pk} was erased during the recall.")
     return FiledReceipt(int(row[0]), int(row[1]))
+
+
+def receipts_showing(entries: Iterable[tuple[int, int, int]]) -> list[tuple[int, Any]]:
+    """The id and ``shown`` of every receipt that shows any of ``entries`` (id, thread id,
+    position each): of a thread's receipts, those whose span of positions shown holds
+    one asked for (the index on thread and oldest position), then by their ``shown``."""
+    wanted, at = set[int](), dict[int, list[int]]()
+    for entry_id, thread_id, position in entries:
+        wanted.add(entry_id)
+        at.setdefault(thread_id, []).append(position)
+    near = Q(pk__in=[])
+    for thread_id, positions in at.items():
+        near |= Q(thread_id=thread_id, oldest_position__lte=max(positions),
+                  newest_position__gte=min(positions))
+    return [(pk, shown) for pk, shown in RecallReceipt.objects.filter(near).values_list(
+        "pk", "shown") if any(item[0] in wanted for item in shown)]
+
+
+def delete_receipts_showing(entries: Iterable[tuple[int, int, int]], *,
+                            chunk: int = DELETE_CHUNK) -> int:
+    """Delete the receipts `receipts_showing` finds, ``chunk`` ids to a statement (a
+    summary can be shown by more receipts than SQLite takes parameters); how many."""
+    ids = [pk for pk, _ in receipts_showing(entries)]
+    return sum(RecallReceipt.objects.filter(pk__in=ids[start : start + chunk]).delete()[0]
+               for start in range(0, len(ids), chunk))
 
 
 def _savings(picked: Sequence[ContextEntry]) -> tuple[int, int]:

@@ -18,6 +18,7 @@ from agentmemory.models import (
     SummaryCoverage,
     Thread,
 )
+from agentmemory.trust.receipts import receipts_showing
 
 
 def savings(*, thread: Thread | None = None, owner: Any = None) -> dict[str, Any]:
@@ -43,8 +44,7 @@ def summary_savings(summary: MemoryEntry) -> dict[str, Any]:
     spent = SummarizerCall.objects.filter(summary=summary).spent_tokens()
     coverage = SummaryCoverage.objects.filter(summary=summary).first()
     loads = saved = 0
-    showing = RecallReceipt.objects.showing([(summary.pk, summary.thread_id, summary.position)])
-    for shown in showing.values_list("shown", flat=True):
+    for _, shown in receipts_showing([(summary.pk, summary.thread_id, summary.position)]):
         for entry_id, _, tokens in shown:
             if entry_id == summary.pk:
                 loads += 1
