@@ -425,3 +425,22 @@ def test_a_non_boolean_switch_fails_the_check(settings: Any, key: str, value: An
     settings.AGENTMEMORY = {key: value}
     errors = [e for e in check_settings() if e.id == "agentmemory.E013"]
     assert errors and key in errors[0].msg
+
+
+@pytest.mark.parametrize("mode", ["inline", "background"])
+def test_a_receipt_is_one_query_with_no_query_per_summary_it_shows(
+    settings: Any, mode: str,
+) -> None:
+    """What a receipt's summaries saved is counted from the rows the recall loaded: a
+    query per summary shown (its coverage read again) would make it two."""
+    thread = build(400)
+    services.recall(thread, BIG, now=NOW)  # an inline recall folds the thread
+    shown = services.recall(thread, BIG, now=NOW, mode=mode, **NO_FOLD).summaries_used
+    assert shown, "the context shows no summary"
+    with_receipt = queries_of(
+        lambda: services.recall(thread, BIG, now=NOW, mode=mode, **NO_FOLD))
+    settings.AGENTMEMORY = recording_settings(PLAIN)
+    without = queries_of(lambda: services.recall(thread, BIG, now=NOW, mode=mode, **NO_FOLD))
+    assert with_receipt == without + 1, (with_receipt, without)
+    receipt = RecallReceipt.objects.latest("id")
+    assert receipt.summary_loads == len(shown) and receipt.saved_tokens > 0

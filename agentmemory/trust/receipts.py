@@ -97,9 +97,10 @@ def record_receipt(
         "expires_at": expires_at,
     }
     connection = connections[router.db_for_write(RecallReceipt)]
-    values: list[Any] = [field.get_db_prep_save(columns[field.name], connection)
-              if isinstance(field, DateTimeField) else columns[field.name]
-              for field in _receipt_fields()]
+    values: list[Any] = [
+        field.get_db_prep_save(columns[field.name], connection)
+        if isinstance(field, DateTimeField) else columns[field.name]
+        for field in _receipt_fields()]
     if connection.vendor != "postgresql":
         values.append(thread.pk)
     checked = {entry.pk for entry in picked}
