@@ -330,6 +330,7 @@ def _measure(database: Database) -> dict[str, Any]:
             "floor_rows": lines, "floor_chars": len(text)}
         cases[f"floor {budget} seeded"] = read_seeded
         cases[f"off {budget} seeded"] = recall_seeded
+        cases[f"on {budget} seeded"] = recall_seeded
         if session is not None:
             def items(n: int = row["messages"]) -> Any:
                 return loop.run_until_complete(session.get_items(limit=n))
@@ -358,7 +359,7 @@ def _measure(database: Database) -> dict[str, Any]:
         for label in ("floor", "off", "on", "sdk"):
             if f"{label} {budget}" in timings:
                 row[label] = timings[f"{label} {budget}"]
-        for label in ("floor", "off"):
+        for label in ("floor", "off", "on"):
             out["seeded"]["budgets"][str(budget)][label] = timings[f"{label} {budget} seeded"]
     out["backlog"] = _backlog(backlog)
     out["rounds"], out["backlog_rounds"] = ROUNDS, BACKLOG_ROUNDS
@@ -589,19 +590,23 @@ def _seeded(run: dict[str, Any]) -> str:
     rows = []
     for budget, row in seeded["budgets"].items():
         ratio = row["off"]["p50_ms"] / row["floor"]["p50_ms"]
+        receipts = row["on"]["p50_ms"] / row["off"]["p50_ms"]
         rows.append([f"{int(budget):,}", f"{row['messages']} ({row['summaries']})",
-                     str(row["floor_rows"]), _ms(row["off"]), _ms(row["floor"]),
+                     str(row["floor_rows"]), _ms(row["off"]), _ms(row["on"]), _ms(row["floor"]),
                      f"×{ratio:.1f}: {_verdict(ratio <= TARGET_FLOOR)}",
+                     f"×{receipts:.2f}: {_verdict(receipts <= TARGET_RECEIPTS)}",
                      str(row["queries_off"])])
     return (f"The same on a second shape, {run['engine']}: a folded thread of "
             f"{seeded['messages']:,} messages, the seeded "
             f"conversation's first {len(tokens)} as they are ({min(tokens)} to "
             f"{max(tokens)} stored tokens, {sum(tokens) / len(tokens):.0f} on average; a tool "
             f"call and its results every fifth turn), repeated, its newest "
-            f"{seeded['tail']:,} uncovered. Receipts off; the floor runs every load query "
-            f"the recall sent (a room of short messages takes a second page).\n\n" + table(
-                ["budget", "messages recalled (summaries)", "floor rows", "recall",
-                 "floor", f"recall ÷ floor (≤ {TARGET_FLOOR:g})", "queries"], rows))
+            f"{seeded['tail']:,} uncovered. The floor runs every load query the recall sent "
+            f"(a room of short messages takes a second page).\n\n" + table(
+                ["budget", "messages recalled (summaries)", "floor rows",
+                 "recall, receipts off", "recall, receipts on", "floor",
+                 f"recall ÷ floor (≤ {TARGET_FLOOR:g})",
+                 f"on ÷ off (≤ {TARGET_RECEIPTS:g})", "queries off"], rows))
 
 
 def _sdk(engines: dict[str, Any]) -> str:
@@ -689,9 +694,12 @@ def findings(engines: dict[str, Any]) -> list[str]:
         if run.get("seeded"):
             second = {b: row["off"]["p50_ms"] / row["floor"]["p50_ms"]
                       for b, row in run["seeded"]["budgets"].items()}
+            filed = {b: row["on"]["p50_ms"] / row["off"]["p50_ms"]
+                     for b, row in run["seeded"]["budgets"].items()}
             found.append(
                 f"{run['engine']}, the seeded conversation's shape: ×{min(second.values()):.1f}"
-                f" to ×{max(second.values()):.1f} the floor's time.")
+                f" to ×{max(second.values()):.1f} the floor's time; receipts on ÷ off "
+                f"×{min(filed.values()):.2f} to ×{max(filed.values()):.2f}.")
         backlog = run["backlog"]
         sizes = sorted(backlog, key=int)
         small, large = backlog[sizes[0]], backlog[sizes[-1]]
