@@ -13,18 +13,20 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime
 from typing import Any, NamedTuple, cast
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import IntegrityError, connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
-from django.db.models import DateTimeField, Field, JSONField, Model, Q
+from django.db.models import Field, JSONField, Model, Q
 
 from agentmemory.exceptions import EntryGoneError, ThreadGoneError
 from agentmemory.models import MemoryEntry, RecallReceipt, SummaryCoverage, Thread
 from agentmemory.pipeline.config import RecallConfig
 from agentmemory.pipeline.entries import ContextEntry
+from agentmemory.pipeline.instances import named, named_placeholders
 from agentmemory.trust import receipt_schema
 
 #: Receipts deleted to a statement when erasure deletes those that show what it takes.
@@ -80,38 +82,35 @@ def record_receipt(
     taken from ``thread``: an instance loaded before appends made elsewhere would file
     the context under an older turn than the one it shows.
     """
-    loads, saved = _savings(picked)
-    # Each column's value by field name (a column added to the model and not here fails
-    # every receipt); JSON as its text, which the column's type takes on both databases.
-    columns: dict[str, Any] = {
-        "thread": thread.pk, "budget_tokens": budget_tokens, "tokens": tokens,
-        "decline": decline or "", "budget_decline": budget_decline or "",
-        "omitted": omitted, "omitted_reason": omitted_reason or "",
-        "folded_summary": folded_summary.pk if folded_summary is not None else None,
-        "config": _config_json(config),
-        "shown": json.dumps([[entry.pk, entry.kind, entry.token_count] for entry in picked],
-                            separators=(",", ":")),
-        "oldest_position": min((entry.position for entry in picked), default=None),
-        "newest_position": max((entry.position for entry in picked), default=None),
-        "summary_loads": loads, "saved_tokens": saved, "created_at": now,
-        "expires_at": expires_at,
-    }
     connection = connections[router.db_for_write(RecallReceipt)]
-    values: list[Any] = [
-        field.get_db_prep_save(columns[field.name], connection)
-        if isinstance(field, DateTimeField) else columns[field.name]
-        for field in _receipt_fields()]
-    if connection.vendor != "postgresql":
-        values.append(thread.pk)
-    checked = {entry.pk for entry in picked}
+    statement = _STATEMENT.get(connection.alias) or _prepare(connection)
+    shown, checked = [], set()
+    oldest = newest = None
+    for entry in picked:  # one pass: a receipt at 128,000 tokens shows thousands
+        shown.append([entry.id, entry.kind, entry.token_count])
+        checked.add(entry.id)
+        position = entry.position
+        if oldest is None or position < oldest:
+            oldest = position
+        if newest is None or position > newest:
+            newest = position
     if folded_summary is not None:
         checked.add(folded_summary.pk)
-    sql = _STATEMENT.get(connection.alias)
-    if sql is None:
-        sql = _STATEMENT[connection.alias] = _statement_sql(connection)
+    loads, saved = _savings(picked)
+    adapt = statement.adapt_datetime
+    # In the order of `WRITTEN` (`_prepare` holds it to the model's columns); JSON as its
+    # text, which the column's type takes on both databases.
+    values: list[Any] = [
+        thread.pk, budget_tokens, tokens, decline or "", budget_decline or "", omitted,
+        omitted_reason or "", folded_summary.pk if folded_summary is not None else None,
+        _config_json(config), json.dumps(shown, separators=(",", ":")), oldest, newest,
+        loads, saved, adapt(now), adapt(expires_at),
+        *(() if statement.postgresql else (thread.pk,)),
+        _ids_param(statement.postgresql, checked), len(checked),
+    ]
     try:
         with connection.cursor() as cursor:
-            cursor.execute(sql, [*values, _ids_param(connection, checked), len(checked)])
+            cursor.execute(statement.sql, named(values))
             row = cursor.fetchone()
     except IntegrityError as error:  # the folded summary, erased before the commit
         raise _entry_gone(thread.pk) from error
@@ -168,8 +167,40 @@ def _entry_gone(thread_id: int) -> EntryGoneError:
     )
 
 
-#: Each database's SQL, built on first use: it depends only on the connection.
-_STATEMENT: dict[str, str] = {}
+#: The receipt's columns `record_receipt` writes from Python, in its values' order:
+#: every column but its id and turn (`_prepare` holds them to the model's).
+WRITTEN = ("thread", "budget_tokens", "tokens", "decline", "budget_decline", "omitted",
+           "omitted_reason", "folded_summary", "config", "shown", "oldest_position",
+           "newest_position", "summary_loads", "saved_tokens", "created_at", "expires_at")
+
+
+class _Statement(NamedTuple):
+    """A database's receipt statement and what its values need, built on first use. Its
+    placeholders are named: Django passes SQLite such a statement through one ``%``
+    formatting, where ``%s`` goes through a regular expression over the whole text."""
+
+    sql: str
+    #: The database's form of a datetime (what Django's field would send it).
+    adapt_datetime: Callable[[datetime | None], Any]
+    #: PostgreSQL's statement is a function call that takes the thread as a column;
+    #: SQLite's reads the locked thread row by a parameter of its own after them.
+    postgresql: bool
+
+
+_STATEMENT: dict[str, _Statement] = {}
+
+
+def _prepare(connection: BaseDatabaseWrapper) -> _Statement:
+    names = [field.name for field in _receipt_fields()]
+    if names != list(WRITTEN):  # a column added to the model and not to the statement
+        raise ImproperlyConfigured(
+            f"RecallReceipt's columns {names} are not the ones record_receipt writes "
+            f"{list(WRITTEN)}.")
+    statement = _Statement(named_placeholders(_statement_sql(connection)),
+                           connection.ops.adapt_datetimefield_value,
+                           connection.vendor == "postgresql")
+    _STATEMENT[connection.alias] = statement
+    return statement
 
 
 def _receipt_fields() -> list[Field[Any, Any]]:
@@ -178,13 +209,13 @@ def _receipt_fields() -> list[Field[Any, Any]]:
             if not field.primary_key and field.name != "turn"]
 
 
-def _ids_param(connection: BaseDatabaseWrapper, ids: set[int]) -> Any:
+def _ids_param(postgresql: bool, ids: set[int]) -> str:
     """The entries to check, as one parameter: comma-joined text split by PostgreSQL, a
     JSON array elsewhere (the statement's text is the same whatever their number, and
     psycopg would dump an array parameter element by element in Python)."""
-    if connection.vendor == "postgresql":
+    if postgresql:
         return ",".join(map(str, ids))
-    return json.dumps(sorted(ids))
+    return json.dumps(list(ids))
 
 
 def _statement_sql(connection: BaseDatabaseWrapper) -> str:
