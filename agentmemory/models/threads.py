@@ -129,8 +129,12 @@ class Thread(models.Model):
 
     def effective_ttl(self) -> timedelta | None:
         """How long entries written to the thread live: its ``ttl``, or DEFAULT_TTL."""
-        if self.ttl is not None:
-            return self.ttl
+        return self.ttl if self.ttl is not None else Thread.default_ttl()
+
+    @staticmethod
+    def default_ttl() -> timedelta | None:
+        """DEFAULT_TTL as a duration: how long entries of a thread without a ``ttl`` live
+        (None: until erased)."""
         default = memory_settings.DEFAULT_TTL
         if default is None or isinstance(default, timedelta):
             return default

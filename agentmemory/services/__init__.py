@@ -33,7 +33,7 @@ from agentmemory.folding.lease import (
     release_fold_lease,
     take_fold_lease,
 )
-from agentmemory.services.appends import aappend, append
+from agentmemory.services.appends import aappend, append, append_owned
 from agentmemory.services.backfill import ThreadFold, fold_backlog, fold_backlogs
 from agentmemory.services.background import (
     enqueue_fold,
@@ -149,6 +149,7 @@ __all__ = [
     "WindowFold",
     "aappend",
     "append",
+    "append_owned",
     "arecall",
     "asearch",
     "broker",

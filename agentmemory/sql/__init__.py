@@ -13,7 +13,10 @@ hold the two to each other on SQLite and PostgreSQL. The append's (`appends`):
   (a ``select_for_update()`` of the thread row, then its ``update()``);
 * `insert_entries`: the append's rows (``bulk_create``);
 * `append_in_one_statement`: the two above as one statement (the UPDATE a ``WITH`` of
-  the INSERT), on PostgreSQL outside a transaction.
+  the INSERT), on PostgreSQL outside a transaction;
+* `append_owned_in_one_statement`: the same, only of the owner's thread, taking the
+  rows' tier and expiry from the thread row it locks (an ``owned_thread``, then the
+  append).
 
 The reads (`reads`), their shared helpers in `base`:
 
@@ -25,17 +28,25 @@ The reads (`reads`), their shared helpers in `base`:
 from __future__ import annotations
 
 from agentmemory.sql.appends import (
+    OWNED_READS,
+    OwnedAppend,
     advance_counters,
     append_in_one_statement,
+    append_owned_in_one_statement,
     can_append_in_one_statement,
     insert_entries,
     set_turn,
 )
+from agentmemory.sql.base import BIGINT
 from agentmemory.sql.reads import fold_on_its_way, owned_thread, visible_tally
 
 __all__ = [
+    "BIGINT",
+    "OWNED_READS",
+    "OwnedAppend",
     "advance_counters",
     "append_in_one_statement",
+    "append_owned_in_one_statement",
     "can_append_in_one_statement",
     "fold_on_its_way",
     "insert_entries",

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
+from django.http import Http404
 from django.shortcuts import get_object_or_404
 from drf_spectacular.openapi import AutoSchema
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import generics, status
+from rest_framework.exceptions import APIException
 from rest_framework.request import Request
 from rest_framework.response import Response
 
 from agentmemory import services
 from agentmemory.api.errors import query_flag
+from agentmemory.api.permissions import authenticated_user
 from agentmemory.api.serializers.entries import BatchSerializer, EntrySerializer, MessageSerializer
 from agentmemory.api.views.base import MemoryAPIView, Pagination, message_error
 from agentmemory.exceptions import InvalidMessageError
@@ -60,7 +63,21 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
         "one bad entry writes nothing.",
     )
     def post(self, request: Request, thread_id: int) -> Response:
-        thread = self.thread()
+        try:
+            entries = self._append(request, thread_id)
+        except (APIException, Http404):
+            # Refused before the thread was known to be the requester's: a request to
+            # another's thread is a 404 whatever its body (a 400 would confirm the id).
+            self.thread()
+            raise
+        if entries is None:
+            raise Http404(f"No thread {thread_id}.")
+        return Response(EntrySerializer(entries, many=True).data, status=status.HTTP_201_CREATED)
+
+    def _append(self, request: Request, thread_id: int) -> list[MemoryEntry] | None:
+        """The body checked, then appended to the requester's thread (None: not theirs).
+        The owner's check is part of the append's own statement where it can be, one
+        round trip (`services.append_owned`)."""
         data: Any = request.data
         is_batch = isinstance(data, dict) and "entries" in data
         # OpenAI shapes are made flat first (agentmemory.shapes, the rule Python append
@@ -77,10 +94,9 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
         serializer.is_valid(raise_exception=True)
         messages = serializer.validated_data["entries"] if is_batch else serializer.validated_data
         try:
-            entries = services.append(thread, messages)
+            return services.append_owned(authenticated_user(request), thread_id, messages)
         except InvalidMessageError as exc:
             raise message_error(exc, batch=len(messages) if is_batch else None) from exc
-        return Response(EntrySerializer(entries, many=True).data, status=status.HTTP_201_CREATED)
 
 
 class EntryDetail(MemoryAPIView):
