@@ -258,13 +258,21 @@ def _measure(database: Database) -> dict[str, Any]:
     from agentmemory.pipeline.budget import context_room
     from agentmemory.pipeline.config import RecallConfig
 
+    engine = describe_engine()
+    if database.engine == "sqlite":
+        # As the example project opens it (agentmemory.W004 warns of a journal synced at
+        # every commit when receipts are on); `_journals` measures the rollback journal too.
+        with connection.cursor() as cursor:
+            for pragma in JOURNALS["wal"].split("; "):
+                cursor.execute(pragma)
+        engine = engine.replace("(file)", "(file, WAL)")
     messages = long_messages()
     began = time.perf_counter()
     thread = build(FOLDED_MESSAGES, TAIL, messages)
     seeded = seeded_messages()
     second = build(SEEDED_MESSAGES, SEEDED_TAIL, seeded)
     backlog = {size: build(size, size, messages) for size in BACKLOG_SIZES}
-    out: dict[str, Any] = {"engine": describe_engine(), "messages": FOLDED_MESSAGES,
+    out: dict[str, Any] = {"engine": engine, "messages": FOLDED_MESSAGES,
                            "reserve": memory_settings.RESERVE_TOKENS,
                            "tail": TAIL, "message_tokens": [m["tokens"] for m in messages],
                            "build_s": time.perf_counter() - began, "budgets": {},
@@ -363,6 +371,7 @@ def _measure(database: Database) -> dict[str, Any]:
             out["seeded"]["budgets"][str(budget)][label] = timings[f"{label} {budget} seeded"]
     out["backlog"] = _backlog(backlog)
     out["rounds"], out["backlog_rounds"] = ROUNDS, BACKLOG_ROUNDS
+    floor.connection.close()  # a change of journal mode out of WAL waits for no reader
     if database.engine == "sqlite":
         out["journals"] = _journals(database, receipts, thread)
         out["langgraph"] = langgraph_reads(contexts, database.scratch_dir)
@@ -509,6 +518,9 @@ more than the largest room; the live summary and the stale first one are visible
 Every thread is marked as having a fold on its way (`Thread.fold_queued_until` ahead,
 as while a worker folds it), so a recall that leaves history out says `fold-pending`
 and no fold runs in the timings. PostgreSQL is `VACUUM ANALYZE`d after building.
+SQLite's file is in WAL mode with `synchronous=NORMAL`, as the example project opens it
+(`agentmemory.W004` warns when receipts meet a journal synced at every commit); the
+journal table after it has receipts in the rollback journal too.
 
 * **recall**: `services.recall(thread, B, mode="background")` with `RECEIPTS` off, and
   on (`override_settings`; one untimed recall after each switch).
