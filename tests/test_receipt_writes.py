@@ -16,6 +16,7 @@ from typing import Any
 import psycopg
 import pytest
 from django.db import connection, transaction
+from django.test import override_settings
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -115,15 +116,19 @@ def test_an_erasure_before_the_receipt_writes_nothing_and_raises(
 
 
 @pytest.mark.postgres_only
-def test_an_erasure_that_holds_the_lock_while_the_receipt_waits_writes_nothing() -> None:
+@pytest.mark.parametrize("seen", [False, True], ids=["counted", "the load's erasures"])
+def test_an_erasure_that_holds_the_lock_while_the_receipt_waits_writes_nothing(
+    seen: bool,
+) -> None:
     """The overlap forced: another connection locks the thread row (as an erasure does),
     deletes a shown entry, and commits only once the receipt's statement waits on that
     lock. The statement's snapshot predates the delete, so its count still finds the
     entry; the thread row it locks is re-read once granted, and the delete's trigger
-    moved its ``erasures``."""
+    moved its ``erasures`` (from the one the load read, when it is given)."""
     if connection.vendor != "postgresql":
         pytest.skip("a row lock another connection waits on needs PostgreSQL")
     thread, picked = a_thread()
+    extra = {"seen_erasures": erasures_of(thread)} if seen else {}
     given = connection.settings_dict
     eraser = psycopg.connect(host=given["HOST"], port=given["PORT"], user=given["USER"],
                              password=given["PASSWORD"] or None, dbname=given["NAME"])
@@ -134,7 +139,7 @@ def test_an_erasure_that_holds_the_lock_while_the_receipt_waits_writes_nothing()
 
     def write() -> None:
         try:
-            record_receipt(thread, picked, **arguments(picked))
+            record_receipt(thread, picked, **arguments(picked), **extra)
             outcome.append(None)
         except BaseException as error:  # noqa: BLE001 -- handed to the test thread
             outcome.append(error)
@@ -237,6 +242,73 @@ def test_the_filing_function_takes_the_receipts_columns_in_order() -> None:
     with connection.cursor() as cursor:
         cursor.execute("SELECT proargnames FROM pg_proc WHERE proname = %s", [FILE_RECEIPT])
         [(names,)] = cursor.fetchall()
-    taken = [name.removeprefix("new_") for name in names
-             if name not in ("shown_ids", "shown_count", "receipt_id", "receipt_turn")]
+    taken = [name.removeprefix("new_") for name in names if name not in (
+        "shown_ids", "shown_count", "seen_erasures", "receipt_id", "receipt_turn")]
     assert taken == receipt_columns()
+
+
+def erasures_of(thread: Thread) -> int:
+    return int(Thread.objects.values_list("erasures", flat=True).get(pk=thread.pk))
+
+
+def test_the_loads_erasures_skip_the_count_while_they_hold() -> None:
+    """PostgreSQL, given the ``erasures`` the load read: unchanged, the receipt is filed
+    without counting what it shows (a shown entry deleted with the trigger off, which no
+    erasure does, is not noticed: the count is skipped); moved by an erasure of an entry
+    it does not show, the count decides and files it; moved by one it shows, nothing is
+    written and it raises."""
+    if connection.vendor != "postgresql":
+        pytest.skip("the counter is PostgreSQL's")
+    thread, picked = a_thread(4)
+    seen = erasures_of(thread)
+    shown = picked[2:]
+    table = MemoryEntry._meta.db_table
+    with connection.cursor() as cursor:  # under the counter: as if the load predated it
+        cursor.execute(f'ALTER TABLE "{table}" DISABLE TRIGGER agentmemory_entry_erasures')
+        try:
+            cursor.execute(f'DELETE FROM "{table}" WHERE id = %s', [shown[0].pk])
+        finally:
+            cursor.execute(f'ALTER TABLE "{table}" ENABLE TRIGGER agentmemory_entry_erasures')
+    record_receipt(thread, shown, **arguments(shown), seen_erasures=seen)
+    with pytest.raises(EntryGoneError):  # counted, the same receipt is refused
+        record_receipt(thread, shown, **arguments(shown))
+    assert RecallReceipt.objects.count() == 1
+    RecallReceipt.objects.all().delete()
+    kept = shown[1:]
+    services.erase_entry(picked[0])  # not shown: the counter moves, the count files it
+    assert erasures_of(thread) != seen
+    record_receipt(thread, kept, **arguments(kept), seen_erasures=seen)
+    assert RecallReceipt.objects.get().entry_ids() == [e.pk for e in kept]
+    services.erase_entry(kept[0])  # shown (its receipt goes with it): nothing written
+    assert not RecallReceipt.objects.exists()
+    with pytest.raises(EntryGoneError):
+        record_receipt(thread, kept, **arguments(kept), seen_erasures=seen)
+    assert not RecallReceipt.objects.exists()
+
+
+def test_a_background_load_reads_the_erasures_a_receipt_compares() -> None:
+    """The load's first statement reads the thread's ``erasures`` with its rows (each
+    DELETE of entries moves it on PostgreSQL); a recall hands it to the receipt."""
+    from agentmemory.pipeline.rows import read_context
+
+    thread, picked = a_thread(3)
+    now = datetime.now(UTC)
+    assert read_context(thread.pk, None, now, limit=10).erasures == erasures_of(thread)
+    services.erase_entry(picked[-1])
+    after = read_context(thread.pk, None, now, limit=10).erasures
+    assert after == erasures_of(thread)
+    if connection.vendor == "postgresql":
+        assert after == 1
+    empty = Thread.objects.create()
+    assert read_context(empty.pk, None, now, limit=10).erasures is None
+    sent: list[Any] = []
+
+    def spy(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        if "receipt" in sql:
+            sent.append(params)
+        return execute(sql, params, many, context)
+
+    with override_settings(AGENTMEMORY={"RECEIPTS": True}), connection.execute_wrapper(spy):
+        services.recall(thread, 4000, mode="background")
+    if connection.vendor == "postgresql":  # the function's last parameter
+        assert list(sent[0].values())[-1] == erasures_of(thread)

@@ -59,6 +59,9 @@ class Loaded(Generic[LoadedEntry]):
     short: bool = False
     #: Each loaded summary's entry ids, sorted, when the load read them too.
     sources: dict[int, list[int]] | None = None
+    #: The thread's ``erasures`` read with the load's first statement (`load_context`),
+    #: for the receipt to compare (`trust.receipts.record_receipt`).
+    erasures: int | None = None
 
 
 def row_cap(config: RecallConfig, room: int) -> int:
@@ -187,7 +190,8 @@ def load_context(
     for summary in sorted(read.summaries, key=_order):
         entries.insert(bisect.bisect_left(entries, _order(summary), key=_order), summary)
     return Loaded(entries, complete=complete, short=not complete,
-                  expired_summaries=_expired(read.summaries, now), sources=read.sources)
+                  expired_summaries=_expired(read.summaries, now), sources=read.sources,
+                  erasures=read.erasures)
 
 
 def _order(entry: ContextEntry) -> tuple[int, int]:

@@ -123,7 +123,7 @@ def recall_context(
             decline=decline, budget_decline=picked.decline,
             folded_summary=folded[-1] if folded else None, now=now,
             expires_at=now + ttl if ttl is not None else None,
-            omitted=omitted, omitted_reason=omitted_reason,
+            omitted=omitted, omitted_reason=omitted_reason, seen_erasures=loaded.erasures,
         ).id
     return RecallResult(
         messages=RecalledMessage.each_of(picked.entries),

@@ -1,5 +1,6 @@
 """The context load in plain SQL: the newest visible messages and every visible summary,
-with its coverage row and the ids of what it stands for, in one round trip; and the
+with its coverage row and the ids of what it stands for, and the thread's ``erasures``,
+in one round trip; and the
 count of visible entries a recall that left some unread reports as ``omitted``.
 
 `load.load_context` reads through this module. Its SQL states the querysets' rules:
@@ -25,7 +26,7 @@ from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 from django.db.models import Model
 
-from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, SummarySource
+from agentmemory.models import EntryKind, MemoryEntry, SummaryCoverage, SummarySource, Thread
 from agentmemory.pipeline.entries import MESSAGE_FIELDS, ContextMessage, context_messages
 from agentmemory.pipeline.instances import (
     convert,
@@ -47,6 +48,10 @@ class ContextRows:
     messages: list[ContextMessage]
     summaries: list[MemoryEntry]
     sources: dict[int, list[int]]
+    #: The thread's ``erasures`` as the same statement read it (None: it read no row). A
+    #: receipt that finds it unchanged shows entries no erasure has touched since
+    #: (`trust.receipts.record_receipt`).
+    erasures: int | None = None
 
 
 def read_context(
@@ -54,8 +59,8 @@ def read_context(
 ) -> ContextRows:
     """Every visible summary of the thread and its ``limit`` newest visible messages."""
     shape = _shape(tiers)
-    params = [*shape.summary_params(thread_id, tiers),
-              *shape.message_params(thread_id, tiers, now, limit, 0)]
+    params = [thread_id, *shape.summary_params(thread_id, tiers),
+              thread_id, *shape.message_params(thread_id, tiers, now, limit, 0)]
     connection = connections[shape.alias]
     with connection.cursor() as cursor:
         cursor.execute(shape.first_sql, named(params))
@@ -64,9 +69,11 @@ def read_context(
     summary_rows = [row for row in found if row[kind_at] == EntryKind.SUMMARY]
     message_rows = [row for row in found if row[kind_at] != EntryKind.SUMMARY]
     summaries = [shape.summary(row, connection) for row in summary_rows]
-    sources = {summary.pk: _ids(row[-1])
+    sources = {summary.pk: _ids(row[-2])
                for summary, row in zip(summaries, summary_rows, strict=True)}
-    return ContextRows(shape.messages(message_rows, connection), summaries, sources)
+    erasures = found[0][-1] if found else None
+    return ContextRows(shape.messages(message_rows, connection), summaries, sources,
+                       None if erasures is None else int(erasures))
 
 
 def more_messages(
@@ -182,9 +189,15 @@ class _Shape:
                          f" AND {unexpired} ORDER BY {order} LIMIT %s OFFSET %s")
         joined_coverage = (f"{e} LEFT OUTER JOIN {c}"
                            f" ON {column(c, SummaryCoverage, 'summary')} = {entry_id}")
+        # Each row ends with the thread's erasures, read in the same statement (a
+        # subquery of no row's values: run once).
+        t = quote(Thread._meta.db_table)
+        erasures = (f"(SELECT {column(t, Thread, 'erasures')} FROM {t}"
+                    f" WHERE {column(t, Thread, 'id')} = %s)")
         self.first_sql = (
-            f"SELECT {', '.join(summary_columns)} FROM {joined_coverage} WHERE {visible}"
-            f" UNION ALL SELECT * FROM ({self.page_sql}) newest"
+            f"SELECT {', '.join(summary_columns)}, {erasures} FROM {joined_coverage}"
+            f" WHERE {visible}"
+            f" UNION ALL SELECT newest.*, {erasures} FROM ({self.page_sql}) newest"
         )
         # Both kinds, oldest first, without sources (`read_oldest`).
         kind = column(e, MemoryEntry, "kind")

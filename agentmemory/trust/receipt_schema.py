@@ -10,6 +10,12 @@ for every DELETE of entries, through the services or not, once per statement. SQ
 needs neither: a write statement holds the database's write lock from its start, so its
 count sees every commit before it.
 
+When the recall's load read ``erasures`` in the statement that read its entries
+(`pipeline.rows.read_context`), the function is given it: unchanged under the row lock,
+no entry of the thread was deleted since the load, so nothing needs counting (at 3,310
+entries shown the count took about 2 ms). When it moved (an erasure of any entry of the
+thread, shown or not), the counting statement decides, in the same call.
+
 The statement runs inside a PL/pgSQL function, which keeps its plan for the session:
 planning it was a fifth of a receipt's time. Its parameters are the receipt's columns
 as `receipts.receipt_columns` lists them (a test holds the two to each other); a
@@ -50,8 +56,22 @@ END $$""",
     f"CREATE TRIGGER {TRIGGER} AFTER DELETE ON {ENTRY_TABLE} REFERENCING OLD TABLE AS erased"
     f" FOR EACH STATEMENT EXECUTE FUNCTION {TRIGGER}()",
     f"""CREATE FUNCTION {FILE_RECEIPT}({_arguments}, shown_ids text, shown_count integer,
-    OUT receipt_id bigint, OUT receipt_turn integer) LANGUAGE plpgsql AS $$
+    seen_erasures bigint, OUT receipt_id bigint, OUT receipt_turn integer)
+    LANGUAGE plpgsql AS $$
 BEGIN
+    IF seen_erasures IS NOT NULL THEN
+        -- The load read the thread's erasures as it read the entries: unchanged under
+        -- the row lock, no entry of the thread was deleted since, so all it showed are
+        -- stored, and none need counting.
+        INSERT INTO {RECEIPT_TABLE} ({_columns}, turn)
+        SELECT {_values}, locked.last_turn FROM {THREAD_TABLE} locked
+        WHERE locked.id = new_thread_id AND locked.erasures = seen_erasures
+        FOR UPDATE OF locked
+        RETURNING id, turn INTO receipt_id, receipt_turn;
+        IF receipt_id IS NOT NULL THEN
+            RETURN;
+        END IF;
+    END IF;
     INSERT INTO {RECEIPT_TABLE} ({_columns}, turn)
     SELECT {_values}, locked.last_turn FROM {THREAD_TABLE} locked
     WHERE locked.id = new_thread_id

@@ -70,6 +70,7 @@ def record_receipt(
     expires_at: datetime | None,
     omitted: int = 0,
     omitted_reason: str | None = None,
+    seen_erasures: int | None = None,
 ) -> FiledReceipt:
     """The receipt, filed under the thread's turn read under its row lock, in one
     statement (one round trip, and on its own one commit).
@@ -78,22 +79,18 @@ def record_receipt(
     if an entry it shows was; either way nothing is written. The statement writes only
     if every entry shown is stored as it runs, and, on PostgreSQL, only if the thread's
     ``erasures`` did not move while it waited for the row lock (an erasure holding it
-    deletes what the statement's snapshot still sees). The turn is read from the row, not
-    taken from ``thread``: an instance loaded before appends made elsewhere would file
-    the context under an older turn than the one it shows.
+    deletes what the statement's snapshot still sees). ``seen_erasures``: the thread's
+    ``erasures`` read by the statement that read ``picked`` (`Loaded.erasures`); on
+    PostgreSQL, while the row still holds it, nothing was erased since and the entries
+    are not counted (`receipt_schema`). The turn is read from the row, not taken from
+    ``thread``: an instance loaded before appends made elsewhere would file the context
+    under an older turn than the one it shows.
     """
     connection = connections[router.db_for_write(RecallReceipt)]
     statement = _STATEMENT.get(connection.alias) or _prepare(connection)
-    shown, checked = [], set()
-    oldest = newest = None
-    for entry in picked:  # one pass: a receipt at 128,000 tokens shows thousands
-        shown.append([entry.id, entry.kind, entry.token_count])
-        checked.add(entry.id)
-        position = entry.position
-        if oldest is None or position < oldest:
-            oldest = position
-        if newest is None or position > newest:
-            newest = position
+    # In single passes: a receipt at 128,000 tokens shows thousands of entries.
+    checked = {entry.id for entry in picked}
+    positions = [entry.position for entry in picked]
     if folded_summary is not None:
         checked.add(folded_summary.pk)
     loads, saved = _savings(picked)
@@ -103,10 +100,11 @@ def record_receipt(
     values: list[Any] = [
         thread.pk, budget_tokens, tokens, decline or "", budget_decline or "", omitted,
         omitted_reason or "", folded_summary.pk if folded_summary is not None else None,
-        _config_json(config), json.dumps(shown, separators=(",", ":")), oldest, newest,
-        loads, saved, adapt(now), adapt(expires_at),
+        _config_json(config), _shown_json(picked), min(positions, default=None),
+        max(positions, default=None), loads, saved, adapt(now), adapt(expires_at),
         *(() if statement.postgresql else (thread.pk,)),
         _ids_param(statement.postgresql, checked), len(checked),
+        *((seen_erasures,) if statement.postgresql else ()),
     ]
     try:
         with connection.cursor() as cursor:
@@ -159,6 +157,19 @@ def _savings(picked: Sequence[ContextEntry]) -> tuple[int, int]:
                 continue
             saved += coverage.original_tokens - entry.token_count
     return loads, saved
+
+
+#: Each kind's JSON, for `_shown_json` (a kind not here goes through `json.dumps`).
+_KIND_JSON = {kind: json.dumps(kind) for kind in ("message", "summary")}
+
+
+def _shown_json(picked: Sequence[ContextEntry]) -> str:
+    """``shown`` as the column stores it, ``[id, kind, tokens]`` each, written directly:
+    `json.dumps` of the lists took half again as long, at thousands of entries."""
+    kinds = _KIND_JSON
+    return "[" + ",".join([
+        f"[{int(entry.id)},{kinds.get(entry.kind) or json.dumps(str(entry.kind))},"
+        f"{int(entry.token_count)}]" for entry in picked]) + "]"
 
 
 def _entry_gone(thread_id: int) -> EntryGoneError:
@@ -227,7 +238,7 @@ def _statement_sql(connection: BaseDatabaseWrapper) -> str:
     fields = _receipt_fields()
     if connection.vendor == "postgresql":
         return (f"SELECT receipt_id, receipt_turn FROM {receipt_schema.FILE_RECEIPT}("
-                f"{', '.join(['%s'] * (len(fields) + 2))})")
+                f"{', '.join(['%s'] * (len(fields) + 3))})")
     quote = connection.ops.quote_name
     thread_table, entry_table = quote(Thread._meta.db_table), quote(MemoryEntry._meta.db_table)
     thread_pk = quote(str(_column(Thread, "id").column))
