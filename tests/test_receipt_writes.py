@@ -8,6 +8,7 @@ writes nothing and raises, and erasure finds every receipt that shows what it ta
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from datetime import UTC, datetime
@@ -312,3 +313,31 @@ def test_a_background_load_reads_the_erasures_a_receipt_compares() -> None:
         services.recall(thread, 4000, mode="background")
     if connection.vendor == "postgresql":  # the function's last parameter
         assert list(sent[0].values())[-1] == erasures_of(thread)
+
+
+def test_shown_is_compressed_with_lz4_where_the_server_has_it() -> None:
+    if connection.vendor != "postgresql":
+        pytest.skip("column compression is PostgreSQL's")
+    with connection.cursor() as cursor:
+        try:
+            with transaction.atomic():
+                cursor.execute("CREATE TEMP TABLE probe (x jsonb COMPRESSION lz4)")
+                cursor.execute("DROP TABLE probe")
+            has_lz4 = True
+        except Exception:  # noqa: BLE001 -- a server built without lz4
+            has_lz4 = False
+        cursor.execute("SELECT attcompression FROM pg_attribute WHERE attrelid ="
+                       " 'agentmemory_recallreceipt'::regclass AND attname = 'shown'")
+        [(method,)] = cursor.fetchall()
+    assert method == ("l" if has_lz4 else "")
+
+
+@given(st.lists(st.tuples(st.integers(1, 2**62), st.sampled_from(
+    ["message", "summary", 'odd "kind"\n']), st.integers(0, 10**6)), max_size=30))
+def test_shown_is_the_json_of_id_kind_and_tokens(items: list[tuple[int, str, int]]) -> None:
+    from types import SimpleNamespace
+
+    from agentmemory.trust.receipts import _shown_json
+
+    picked: Any = [SimpleNamespace(id=i, kind=k, token_count=t) for i, k, t in items]
+    assert json.loads(_shown_json(picked)) == [list(item) for item in items]
