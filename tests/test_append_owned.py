@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from agentmemory import services
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.models import MemoryEntry, Thread
+from tests.test_append_statement import counters_of, rows_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -42,18 +43,6 @@ ttls = st.sampled_from([None, timedelta(days=2, seconds=5, microseconds=7),
 
 def user(name: str) -> Any:
     return get_user_model().objects.get_or_create(username=name)[0]
-
-
-def rows_of(thread: Thread) -> list[tuple[Any, ...]]:
-    compared = [f.attname for f in MemoryEntry._meta.concrete_fields
-                if f.attname not in ("id", "thread_id")]
-    return list(MemoryEntry.objects.filter(thread=thread).order_by("position")
-                .values_list(*compared))
-
-
-def counters_of(thread: Thread) -> tuple[Any, ...]:
-    row = Thread.objects.get(pk=thread.pk)
-    return row.last_position, row.last_turn, row.unfolded_tokens, row.updated_at
 
 
 @settings(max_examples=20, deadline=None,

@@ -1,5 +1,5 @@
 """What the initial migration creates on PostgreSQL for receipts: the counter a receipt
-checks, and the function that files one.
+checks, the function that files one, and its column's compression.
 
 A receipt is one statement (`agentmemory.trust.receipts`): it counts the entries it shows
 in its snapshot and locks the thread row. An erasure that held that lock while the
@@ -17,7 +17,8 @@ entries shown the count took about 2 ms). When it moved (an erasure of any entry
 thread, shown or not), the counting statement decides, in the same call.
 
 The statement runs inside a PL/pgSQL function, which keeps its plan for the session:
-planning it was a fifth of a receipt's time. Its parameters are the receipt's columns
+planning it was a fifth of a receipt's time. What a receipt shows is compressed with lz4
+where the server was built with it. Its parameters are the receipt's columns
 as `receipts.receipt_columns` lists them (a test holds the two to each other); a
 migration that changes those columns replaces the function too.
 """
