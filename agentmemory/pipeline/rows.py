@@ -1,7 +1,7 @@
 """The context load in plain SQL: the newest visible messages and every visible summary,
 with its coverage row and the ids of what it stands for, and the thread's ``erasures``,
-in one round trip; and the
-count of visible entries a recall that left some unread reports as ``omitted``.
+in one round trip; and the count of visible entries a recall that left some unread
+reports as ``omitted``.
 
 `load.load_context` reads through this module. Its SQL states the querysets' rules:
 messages as `MemoryEntryQuerySet.visible` (uncovered, live, unexpired, in the tiers),

@@ -61,7 +61,7 @@ def _append_cleaned(thread: Thread, cleaned: list[dict[str, Any]], now: datetime
     entries = _entries(cleaned, thread, thread.effective_write_tier(),
                        now + ttl if ttl is not None else None, now)
     numbering = _Numbering.of(cleaned, entries)
-    if numbering.plain and can_append_in_one_statement(len(entries)):
+    if _plain(cleaned) and can_append_in_one_statement(len(entries)):
         # Nothing to check under the lock: the counters and the rows in one round trip.
         counters = append_in_one_statement(thread.pk, entries, users=numbering.users,
                                            opens=numbering.opens, tokens=numbering.tokens,
@@ -153,8 +153,8 @@ def _entries(
 class _Numbering:
     """How the counters move for a batch: ``users`` turns opened by its user messages
     (none with explicit turns), ``opens`` one more when the thread is at turn 0 and the
-    batch does not open with a user message, ``tokens`` what it takes of a room; and
-    whether it is `_plain`."""
+    batch does not open with a user message, ``tokens`` what it takes of a room; whether
+    it gives ``explicit`` turns or holds ``tools`` messages (checked under the lock)."""
 
     explicit: bool
     tools: bool
@@ -172,10 +172,6 @@ class _Numbering:
             opens=int(not explicit and bool(cleaned) and cleaned[0]["role"] != Role.USER),
             tokens=sum(map(entry_cost, entries)),
         )
-
-    @property
-    def plain(self) -> bool:
-        return not (self.explicit or self.tools)
 
 
 def _explicit(cleaned: list[dict[str, Any]]) -> bool:

@@ -65,7 +65,7 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
     def post(self, request: Request, thread_id: int) -> Response:
         try:
             entries = self._append(request, thread_id)
-        except (APIException, Http404):
+        except APIException:
             # Refused before the thread was known to be the requester's: a request to
             # another's thread is a 404 whatever its body (a 400 would confirm the id).
             self.thread()
