@@ -1,5 +1,6 @@
 """An append of plain messages on PostgreSQL outside a transaction is one statement
-(`sql.append_in_one_statement`): the counters' UPDATE as a WITH of the INSERT.
+(`sql.append_in_one_statement`): a call of the function that moves the counters and
+inserts the rows numbered from them (`sql.append_schema`).
 
 Held against the path it stands for, the counters' UPDATE and the INSERT in a
 transaction (what an append inside a caller's transaction still takes), over random
@@ -16,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connection, connections, transaction
 from django.test.utils import CaptureQueriesContext
 from hypothesis import HealthCheck, given, settings
@@ -25,11 +27,15 @@ from agentmemory import services, sql
 from agentmemory.exceptions import ThreadGoneError
 from agentmemory.models import MemoryEntry, Thread
 from agentmemory.querysets import no_fold_on_its_way_q
+from agentmemory.sql import append_schema
+from agentmemory.sql.append_schema import APPEND
 from tests.test_sql import FOLD_STATES, at, overlapped
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
+#: How the one-statement append's call opens.
+ONE_STATEMENT = f"SELECT * FROM {APPEND}("
 
 batches = st.lists(st.lists(st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "system"]),
@@ -82,11 +88,11 @@ def test_one_statement_writes_what_the_transaction_writes(
         now = NOW + timedelta(minutes=number)
         entries, sent = statements(lambda batch=batch, now=now: services.append(
             mine, batch, now=now))
-        assert len(sent) == 1 and sent[0].startswith("WITH counters"), sent
+        assert len(sent) == 1 and sent[0].startswith(ONE_STATEMENT), sent
         with transaction.atomic():  # a caller's transaction: the two statements
             _, two = statements(lambda batch=batch, now=now: services.append(
                 theirs, batch, now=now))
-        assert not any(sql.startswith("WITH counters") for sql in two), two
+        assert not any(sql.startswith(ONE_STATEMENT) for sql in two), two
         stored = MemoryEntry.objects.filter(thread=mine).order_by("position")
         assert [(e.pk, e.position, e.turn) for e in entries] == list(
             stored.values_list("pk", "position", "turn"))[-len(batch):]
@@ -114,10 +120,10 @@ def test_tool_rounds_and_explicit_turns_take_the_transaction(postgres: None) -> 
         {"role": "assistant", "content": "", "tool_calls": [
             {"id": "c1", "name": "track", "arguments": "{}"}]},
         {"role": "tool", "tool_call_id": "c1", "tool_name": "track", "content": "{}"}]))
-    assert not any(sql.startswith("WITH counters") for sql in sent), sent
+    assert not any(sql.startswith(ONE_STATEMENT) for sql in sent), sent
     _, sent = statements(lambda: services.append(
         thread, {"role": "user", "content": "later", "turn": 5}))
-    assert not any(sql.startswith("WITH counters") for sql in sent), sent
+    assert not any(sql.startswith(ONE_STATEMENT) for sql in sent), sent
     assert list(MemoryEntry.objects.filter(thread=thread).order_by("position")
                 .values_list("turn", flat=True)) == [1, 1, 1, 5]
 
@@ -155,7 +161,7 @@ def test_appends_in_one_statement_queue_on_the_row_lock(postgres: None) -> None:
     held.start()
     assert locked.wait(30)
     appenders = [threading.Thread(target=appender, args=(size,)) for size in (1, 2, 3)]
-    waiting = overlapped(held, release, appenders, "WITH counters")
+    waiting = overlapped(held, release, appenders, ONE_STATEMENT)
     assert waiting == len(appenders), "the appends were not seen waiting on the lock"
     assert all(isinstance(found, list) for found in results.values()), results
     positions = sorted(e.position for found in results.values() for e in found)
@@ -189,3 +195,32 @@ def test_the_statement_says_a_fold_is_on_its_way_as_the_decision_reads_it(
     decided = Thread.objects.filter(no_fold_on_its_way_q(NOW), pk=thread.pk,
                                     fold_parked_until__isnull=True).exists()
     assert found[3] is not decided
+
+
+def test_the_append_function_takes_the_entrys_columns_in_order(postgres: None) -> None:
+    """The function the migration created names the columns the call's arrays are built
+    from, so a column added to the model without a new function fails here, not in an
+    append."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT proargnames FROM pg_proc WHERE proname = %s", [APPEND])
+        [(names,)] = cursor.fetchall()
+    taken = [name.removeprefix("new_") for name in names if name.startswith("new_")]
+    assert taken == [str(f.column) for f in MemoryEntry._meta.concrete_fields
+                     if not f.primary_key]
+    assert taken == [name for name, _ in append_schema.ENTRY_COLUMNS]
+
+
+def test_a_model_column_the_function_does_not_take_is_refused_before_a_write(
+    postgres: None, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The call is built from the model's fields; where they and the function's columns
+    part, the append raises before it sends anything."""
+    from agentmemory.sql import appends, base
+
+    monkeypatch.setattr(base, "_built", {})
+    monkeypatch.setattr(appends, "ENTRY_COLUMNS", append_schema.ENTRY_COLUMNS[::-1])
+    thread = Thread.objects.create()
+    with pytest.raises(ImproperlyConfigured, match="not the ones agentmemory_append takes"):
+        statements(lambda: services.append(thread, {"role": "user", "content": "hello"}))
+    assert not MemoryEntry.objects.filter(thread=thread).exists()
+    assert Thread.objects.get(pk=thread.pk).last_position == 0

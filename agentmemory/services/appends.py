@@ -96,12 +96,12 @@ def append_owned(
             and can_append_in_one_statement(len(cleaned))):
         # The thread's tier and ttl are applied by the statement: the settings' are sent.
         default_ttl = Thread.default_ttl()
-        entries = _entries(cleaned, thread_id, "", None, now)
+        entries = _entries(cleaned, thread_id, "",
+                           now + default_ttl if default_ttl is not None else None, now)
         numbering = _Numbering.of(cleaned, entries)
         found = append_owned_in_one_statement(
             owner.pk, thread_id, entries, users=numbering.users, opens=numbering.opens,
-            tokens=numbering.tokens, now=now, tier=str(memory_settings.WRITE_TIER),
-            expires_at=now + default_ttl if default_ttl is not None else None)
+            tokens=numbering.tokens, now=now, tier=str(memory_settings.WRITE_TIER))
         if found is None:
             return None
         thread = _thread_read(owner.pk, thread_id, found)

@@ -4,44 +4,27 @@ one statement on PostgreSQL outside a transaction."""
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, NamedTuple
 
+from django.core.exceptions import ImproperlyConfigured
 from django.db import connections, router
 from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agentmemory.models import MemoryEntry, Role, Thread
 from agentmemory.pipeline.instances import convert, converters_of, field_of
-from agentmemory.sql.base import (
-    INSERT_ROWS,
-    column_names,
-    no_fold_on_its_way,
-    statement,
-    table_name,
-)
+from agentmemory.sql.append_schema import APPEND, ENTRY_COLUMNS, HEAD
+from agentmemory.sql.base import INSERT_ROWS, column_names, statement, table_name
 
 
-def _counters_sql(
-    connection: BaseDatabaseWrapper, returning: bool, fold_state: bool = False,
-    owned: bool = False,
-) -> str:
-    """The counters' UPDATE; ``fold_state``: it also returns whether a fold of the thread
-    is queued, leased or parked, as the fold decision's tally reads it (three more
-    parameters: now, an empty lease owner, now); ``owned``: only of the owner's thread
-    (a parameter after the thread's id), also returning `OWNED_READS`."""
+def _counters_sql(connection: BaseDatabaseWrapper, returning: bool) -> str:
+    """The counters' UPDATE (returning them where the database can)."""
     t = column_names(connection, Thread)
     position, turn, tokens = t("last_position"), t("last_turn"), t("unfolded_tokens")
     update = (f"UPDATE {table_name(connection, Thread)} SET {position} = {position} + %s,"
               f" {turn} = {turn} + %s + CASE WHEN {turn} = 0 THEN %s ELSE 0 END,"
               f" {tokens} = {tokens} + %s, {t('updated_at')} = %s WHERE {t('id')} = %s")
-    if owned:
-        update += f" AND {t('owner')} = %s"
-    if fold_state:
-        waits = (f"CASE WHEN {no_fold_on_its_way('', t)} AND {t('fold_parked_until')} IS NULL"
-                 f" THEN FALSE ELSE TRUE END")
-        read = "".join(f", {t(name)}" for name in OWNED_READS) if owned else ""
-        return f"{update} RETURNING {position}, {turn}, {tokens}, {waits}{read}"
     if returning:
         return f"{update} RETURNING {position}, {turn}, {tokens}"
     return update
@@ -152,30 +135,19 @@ def append_in_one_statement(
     now: datetime,
 ) -> tuple[int, int, int | None, bool] | None:
     """`advance_counters` and `insert_entries` in one statement, one round trip and its
-    own commit (`can_append_in_one_statement` says when): the counters' UPDATE is a WITH
-    of the INSERT, which takes each row's position and turn from what it returns, as
-    `services.append` numbers them without explicit turns (each of the ``users`` user
-    messages opens a turn, any other message joins the current one). Sets the entries'
-    keys, positions and turns; returns what `advance_counters` returns and whether a
-    fold of the thread was queued, leased or parked under the row lock, or None, with
-    nothing written, when the thread is gone."""
-    alias = router.db_for_write(MemoryEntry)
-    connection = connections[alias]
-    count = len(entries)
-    at = connection.ops.adapt_datetimefield_value(now)
-    params: list[Any] = [count, users, opens, tokens, at, thread_id, at, "", at,
-                         *_row_params(connection, entries, users, {})]
-    with connection.cursor() as cursor:
-        text = statement(alias, ("append", count), lambda c: _append_sql(c, count))
-        cursor.execute(text, params)
-        written = sorted(cursor.fetchall(), key=lambda row: row[1])
+    own commit (`can_append_in_one_statement` says when): a call of the function
+    `append_schema` creates, which moves the counters and takes each row's position and
+    turn from them, as `services.append` numbers them without explicit turns (each of
+    the ``users`` user messages opens a turn, any other message joins the current one).
+    Sets the entries' keys, positions and turns; returns what `advance_counters` returns
+    and whether a fold of the thread was queued, leased or parked under the row lock, or
+    None, with nothing written, when the thread is gone."""
+    written = _append_call(None, thread_id, entries, users=users, opens=opens,
+                           tokens=tokens, now=now, tier="", ttl_of_thread=False)
     if not written:
         return None
-    for entry, (key, position, turn, _, _) in zip(entries, written, strict=True):
-        entry.pk, entry.position, entry.turn = key, position, turn
-        entry._state.adding, entry._state.db = False, alias
-    _, last_position, last_turn, unfolded, waits = written[-1]
-    return int(last_position), int(last_turn), unfolded, bool(waits)
+    last = written[-1]
+    return int(last[1]), int(last[2]), last[5], bool(last[6])
 
 
 #: What an append to an owner's thread (`append_owned_in_one_statement`) reads of the
@@ -199,34 +171,24 @@ class OwnedAppend(NamedTuple):
 
 def append_owned_in_one_statement(
     owner_id: int, thread_id: int, entries: Sequence[MemoryEntry], *, users: int,
-    opens: int, tokens: int, now: datetime, tier: str, expires_at: datetime | None,
+    opens: int, tokens: int, now: datetime, tier: str,
 ) -> OwnedAppend | None:
     """`append_in_one_statement` of the thread ``thread_id`` if ``owner_id`` owns it, and
     without having read it: the rows' tier and expiry come from the thread row the
-    statement locks, as `services.append` takes them from the thread (an entry's own
+    function locks, as `services.append` takes them from the thread (an entry's own
     tier, else the thread's ``write_tier``, else ``tier``; ``now`` plus the thread's
-    ``ttl``, else ``expires_at``). Sets the entries' keys, positions, turns, tiers and
-    expiries; None, with nothing written, when the thread is gone or not the owner's."""
-    alias = router.db_for_write(MemoryEntry)
-    connection = connections[alias]
-    at = connection.ops.adapt_datetimefield_value(now)
-    params = [len(entries), users, opens, tokens, at, thread_id, owner_id, at, "", at,
-              *_row_params(connection, entries, users, {
-                  "tier": lambda entry: [entry.tier or "", tier],
-                  "expires_at": lambda entry: [
-                      connection.ops.adapt_datetimefield_value(expires_at), at]})]
-    with connection.cursor() as cursor:
-        text = statement(alias, ("append owned", len(entries)),
-                         lambda c: _append_sql(c, len(entries), owned=True))
-        cursor.execute(text, params)
-        written = sorted(cursor.fetchall(), key=lambda row: row[1])
+    ``ttl``, else the entry's ``expires_at``). Sets the entries' keys, positions, turns,
+    tiers and expiries; None, with nothing written, when the thread is gone or not the
+    owner's."""
+    written = _append_call(owner_id, thread_id, entries, users=users, opens=opens,
+                           tokens=tokens, now=now, tier=tier, ttl_of_thread=True)
     if not written:
         return None
+    connection = connections[router.db_for_write(MemoryEntry)]
     expiry = converters_of(field_of(MemoryEntry, "expires_at"), connection)
     for entry, row in zip(entries, written, strict=True):
-        entry.pk, entry.position, entry.turn, entry.tier = row[:4]
+        entry.tier = row[3]
         entry.expires_at = convert(row[4], expiry, connection) if expiry else row[4]
-        entry._state.adding, entry._state.db = False, alias
     converters = [converters_of(field_of(Thread, name), connection) for name in OWNED_READS]
     last = written[-1]
     read = {name: convert(value, found, connection) if found else value
@@ -234,61 +196,62 @@ def append_owned_in_one_statement(
     return OwnedAppend(int(last[1]), int(last[2]), last[5], bool(last[6]), read)
 
 
-def _row_params(
+def _append_call(
+    owner_id: int | None, thread_id: int, entries: Sequence[MemoryEntry], *, users: int,
+    opens: int, tokens: int, now: datetime, tier: str, ttl_of_thread: bool,
+) -> list[tuple[Any, ...]]:
+    """The append function's rows (`append_schema.RESULT`) in position order, with the
+    entries' keys, positions and turns set from them; none when nothing was written."""
+    alias = router.db_for_write(MemoryEntry)
+    connection = connections[alias]
+    params = [thread_id, owner_id, users, opens, tokens,
+              connection.ops.adapt_datetimefield_value(now), tier, ttl_of_thread]
+    for values in _columns(connection, entries, users):
+        params += values
+    count = len(entries)
+    with connection.cursor() as cursor:
+        cursor.execute(statement(alias, ("append", count),
+                                 functools.partial(_append_call_sql, rows=count)), params)
+        written = sorted(cursor.fetchall(), key=lambda row: row[1])
+    if not written:
+        return written
+    for entry, (key, position, turn, *_) in zip(entries, written, strict=True):
+        entry.pk, entry.position, entry.turn = key, position, turn
+        entry._state.adding, entry._state.db = False, alias
+    return written
+
+
+def _columns(
     connection: BaseDatabaseWrapper, entries: Sequence[MemoryEntry], users: int,
-    computed: dict[str, Callable[[MemoryEntry], list[Any]]],
-) -> list[Any]:
-    """Each row's parameters for `_append_sql`, field by field: a turn and a position as
-    offsets from the counters, ``computed`` fields as they say, any other field as it
-    prepares its value for saving."""
-    count, opened, params = len(entries), 0, []
+) -> list[list[Any]]:
+    """The append function's column arrays: each field's values as the field prepares
+    them for saving, but a turn and a position as offsets back from the counters."""
+    count, opened, turns, positions = len(entries), 0, [], []
     for number, entry in enumerate(entries, start=1):
         opened += entry.role == Role.USER
-        for field in _entry_fields():
-            if field.attname == "turn":
-                params.append(users - opened)
-            elif field.attname == "position":
-                params.append(count - number)
-            elif field.attname in computed:
-                params += computed[field.attname](entry)
-            else:
-                params.append(field.get_db_prep_save(field.pre_save(entry, add=True),
-                                                     connection))
-    return params
-
-
-def _append_sql(connection: BaseDatabaseWrapper, rows: int, owned: bool = False) -> str:
-    e = column_names(connection, MemoryEntry)
-    fields = _entry_fields()
-
-    def value(field: Any) -> str:
+        turns.append(users - opened)
+        positions.append(count - number)
+    arrays = []
+    for field in _entry_fields():
         if field.attname == "turn":
-            return "c.last_turn - %s"
-        if field.attname == "position":
-            return "c.last_position - %s"
-        typed = f"CAST(%s AS {field.cast_db_type(connection)})"
-        if owned and field.attname == "tier":  # its own, the thread's, the setting's
-            return f"COALESCE(NULLIF({typed}, ''), NULLIF(c.write_tier, ''), {typed})"
-        if owned and field.attname == "expires_at":  # the setting's, or now plus the ttl
-            # In seconds: an interval's days would be the session time zone's days.
-            return (f"CASE WHEN c.ttl IS NULL THEN {typed} ELSE {typed}"
-                    f" + make_interval(secs => EXTRACT(EPOCH FROM c.ttl)) END")
-        # A row's values typed as its columns: UNION ALL would otherwise read them as text.
-        return typed
+            arrays.append(turns)
+        elif field.attname == "position":
+            arrays.append(positions)
+        else:
+            arrays.append([field.get_db_prep_save(field.pre_save(entry, add=True), connection)
+                           for entry in entries])
+    return arrays
 
-    values = ", ".join(map(value, fields))
-    selects = " UNION ALL ".join([f"SELECT {values} FROM counters c"] * rows)
-    columns = ", ".join(connection.ops.quote_name(str(f.column)) for f in fields)
-    counters = _counters_sql(connection, returning=True, fold_state=True, owned=owned)
-    insert = f"INSERT INTO {table_name(connection, MemoryEntry)} ({columns}) {selects}"
-    if owned:
-        return (f"WITH counters (last_position, last_turn, unfolded, fold_waits,"
-                f" {', '.join(OWNED_READS)}) AS ({counters}),"
-                f" written AS ({insert} RETURNING {e('id')}, {e('position')}, {e('turn')},"
-                f" {e('tier')}, {e('expires_at')})"
-                f" SELECT w.*, c.unfolded, c.fold_waits, {', '.join(f'c.{n}' for n in OWNED_READS)}"
-                f" FROM written w CROSS JOIN counters c")
-    return (f"WITH counters (last_position, last_turn, unfolded, fold_waits) AS ({counters})"
-            f" {insert}"
-            f" RETURNING {e('id')}, {e('position')}, {e('turn')},"
-            f" (SELECT unfolded FROM counters), (SELECT fold_waits FROM counters)")
+
+def _append_call_sql(connection: BaseDatabaseWrapper, rows: int) -> str:
+    """The function's call for ``rows`` rows: each column's array built by the server
+    from one parameter a row (psycopg adapts a Python list on the client, slower)."""
+    columns = [str(field.column) for field in _entry_fields()]
+    taken = [name for name, _ in ENTRY_COLUMNS]
+    if columns != taken:  # a column added to the model and not to the function
+        raise ImproperlyConfigured(
+            f"MemoryEntry's columns {columns} are not the ones {APPEND} takes {taken}.")
+    arguments = [f"CAST(%s AS {kind})" for _, kind in HEAD]
+    arguments += [f"ARRAY[{', '.join([f'CAST(%s AS {kind})'] * rows)}]"
+                  for _, kind in ENTRY_COLUMNS]
+    return f"SELECT * FROM {APPEND}({', '.join(arguments)})"
