@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from agentmemory import services
 from agentmemory.exceptions import InvalidMessageError
 from agentmemory.models import MemoryEntry, Thread
-from tests.test_append_statement import counters_of, rows_of
+from tests.test_append_statement import FUNCTION_CALL, STATEMENT, counters_of, rows_of
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -45,17 +45,22 @@ def user(name: str) -> Any:
     return get_user_model().objects.get_or_create(username=name)[0]
 
 
+@pytest.mark.parametrize("kept", [True, False], ids=["kept", "a request's"])
 @settings(max_examples=20, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=batches, ttl=ttls, default_ttl=st.sampled_from([None, 3600]),
        write_tier=st.sampled_from(["", *TIERS]), default_tier=st.sampled_from(TIERS))
 def test_append_owned_writes_what_append_writes(
-    on_postgres: bool, batches: list[list[dict[str, Any]]], ttl: timedelta | None,
-    default_ttl: int | None, write_tier: str, default_tier: str,
+    on_postgres: bool, monkeypatch: pytest.MonkeyPatch, kept: bool,
+    batches: list[list[dict[str, Any]]], ttl: timedelta | None, default_ttl: int | None,
+    write_tier: str, default_tier: str,
 ) -> None:
     """Positions, turns, tiers (an entry's own, else the thread's, else WRITE_TIER),
     expiries (now plus the thread's ttl, else DEFAULT_TTL), every other column and the
-    counters; on PostgreSQL in one statement per append."""
+    counters; on PostgreSQL in one statement per append, the function's call on a
+    connection kept past a request, its body on one opened for a request."""
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60 if kept else 0)
+    sent = FUNCTION_CALL if kept else STATEMENT
     owner = user("owner")
     mine, theirs = (Thread.objects.create(owner=owner, ttl=ttl, write_tier=write_tier)
                     for _ in range(2))
@@ -66,7 +71,8 @@ def test_append_owned_writes_what_append_writes(
             with CaptureQueriesContext(connection) as captured:
                 entries = services.append_owned(owner, mine.pk, batch, now=now)
             if on_postgres:
-                assert len(captured.captured_queries) == 1, captured.captured_queries
+                [query] = captured.captured_queries
+                assert query["sql"].startswith(sent), query
             expected = services.append(theirs, batch, now=now)
             assert entries is not None
             assert [(e.position, e.turn, e.tier, e.expires_at) for e in entries] == [

@@ -34,8 +34,10 @@ from tests.test_sql import FOLD_STATES, at, overlapped
 pytestmark = [pytest.mark.postgres_only, pytest.mark.django_db(transaction=True)]
 
 NOW = datetime(2026, 12, 1, tzinfo=UTC)
-#: How the one-statement append's call opens.
-ONE_STATEMENT = f"SELECT * FROM {APPEND}("
+#: How the one-statement append opens: the function's call (a connection kept past a
+#: request), or its body sent itself (a connection a request).
+FUNCTION_CALL, STATEMENT = f"SELECT * FROM {APPEND}(", "WITH locked AS ("
+ONE_STATEMENT = (FUNCTION_CALL, STATEMENT)
 
 batches = st.lists(st.lists(st.fixed_dictionaries(
     {"role": st.sampled_from(["user", "assistant", "system"]),
@@ -48,10 +50,16 @@ batches = st.lists(st.lists(st.fixed_dictionaries(
     min_size=1, max_size=6), min_size=1, max_size=5)
 
 
-@pytest.fixture
-def postgres(on_postgres: bool) -> None:
+@pytest.fixture(params=["kept", "a request's"])
+def postgres(request: pytest.FixtureRequest, on_postgres: bool,
+             monkeypatch: pytest.MonkeyPatch) -> str:
+    """Either connection: kept past a request (the function's call), or opened for one
+    (the statement itself); how its append opens."""
     if not on_postgres:
         pytest.skip("SQLite serialises writers per database; its append is a transaction")
+    kept = request.param == "kept"
+    monkeypatch.setitem(connection.settings_dict, "CONN_MAX_AGE", 60 if kept else 0)
+    return FUNCTION_CALL if kept else STATEMENT
 
 
 def statements(call: Any) -> tuple[Any, list[str]]:
@@ -77,7 +85,7 @@ def counters_of(thread: Thread) -> tuple[Any, ...]:
 @given(batches=batches, ttl=st.sampled_from([None, timedelta(days=2)]),
        folded=st.booleans())
 def test_one_statement_writes_what_the_transaction_writes(
-    postgres: None, batches: list[list[dict[str, Any]]], ttl: timedelta | None, folded: bool,
+    postgres: str, batches: list[list[dict[str, Any]]], ttl: timedelta | None, folded: bool,
 ) -> None:
     """Positions, turns (a thread's first message opens turn 1 whatever its role, each
     user message opens the next), every column, and the counters, NULL unfolded tokens
@@ -88,7 +96,7 @@ def test_one_statement_writes_what_the_transaction_writes(
         now = NOW + timedelta(minutes=number)
         entries, sent = statements(lambda batch=batch, now=now: services.append(
             mine, batch, now=now))
-        assert len(sent) == 1 and sent[0].startswith(ONE_STATEMENT), sent
+        assert len(sent) == 1 and sent[0].startswith(postgres), sent
         with transaction.atomic():  # a caller's transaction: the two statements
             _, two = statements(lambda batch=batch, now=now: services.append(
                 theirs, batch, now=now))
@@ -103,7 +111,7 @@ def test_one_statement_writes_what_the_transaction_writes(
     assert mine.unfolded_tokens == Thread.objects.get(pk=mine.pk).unfolded_tokens
 
 
-def test_an_erased_thread_takes_nothing(postgres: None) -> None:
+def test_an_erased_thread_takes_nothing(postgres: str) -> None:
     thread = Thread.objects.create()
     Thread.objects.filter(pk=thread.pk).delete()
     with pytest.raises(ThreadGoneError):
@@ -112,7 +120,7 @@ def test_an_erased_thread_takes_nothing(postgres: None) -> None:
     assert not MemoryEntry.objects.filter(thread_id=thread.pk).exists()
 
 
-def test_tool_rounds_and_explicit_turns_take_the_transaction(postgres: None) -> None:
+def test_tool_rounds_and_explicit_turns_take_the_transaction(postgres: str) -> None:
     """Their checks read the thread's entries under the lock."""
     thread = Thread.objects.create()
     _, sent = statements(lambda: services.append(thread, [
@@ -128,7 +136,7 @@ def test_tool_rounds_and_explicit_turns_take_the_transaction(postgres: None) -> 
                 .values_list("turn", flat=True)) == [1, 1, 1, 5]
 
 
-def test_appends_in_one_statement_queue_on_the_row_lock(postgres: None) -> None:
+def test_appends_in_one_statement_queue_on_the_row_lock(postgres: str) -> None:
     """A holder keeps the thread's row lock while three appends send their statement:
     they are seen waiting on the lock, then each takes the next positions; no position
     is lost, repeated or skipped, and each batch's turns follow its own user messages."""
@@ -161,7 +169,7 @@ def test_appends_in_one_statement_queue_on_the_row_lock(postgres: None) -> None:
     held.start()
     assert locked.wait(30)
     appenders = [threading.Thread(target=appender, args=(size,)) for size in (1, 2, 3)]
-    waiting = overlapped(held, release, appenders, ONE_STATEMENT)
+    waiting = overlapped(held, release, appenders, postgres)
     assert waiting == len(appenders), "the appends were not seen waiting on the lock"
     assert all(isinstance(found, list) for found in results.values()), results
     positions = sorted(e.position for found in results.values() for e in found)
@@ -181,7 +189,7 @@ def test_appends_in_one_statement_queue_on_the_row_lock(postgres: None) -> None:
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(state=FOLD_STATES)
 def test_the_statement_says_a_fold_is_on_its_way_as_the_decision_reads_it(
-    postgres: None, state: dict[str, Any],
+    postgres: str, state: dict[str, Any],
 ) -> None:
     """What the append then skips: the fold decision's tally answers nothing while a fold
     is queued, leased (each until a time that has not passed) or parked; the statement
@@ -197,7 +205,7 @@ def test_the_statement_says_a_fold_is_on_its_way_as_the_decision_reads_it(
     assert found[3] is not decided
 
 
-def test_the_append_function_takes_the_entrys_columns_in_order(postgres: None) -> None:
+def test_the_append_function_takes_the_entrys_columns_in_order(postgres: str) -> None:
     """The function the migration created names the columns the call's arrays are built
     from, so a column added to the model without a new function fails here, not in an
     append."""
@@ -211,7 +219,7 @@ def test_the_append_function_takes_the_entrys_columns_in_order(postgres: None) -
 
 
 def test_a_model_column_the_function_does_not_take_is_refused_before_a_write(
-    postgres: None, monkeypatch: pytest.MonkeyPatch,
+    postgres: str, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The call is built from the model's fields; where they and the function's columns
     part, the append raises before it sends anything."""

@@ -12,8 +12,9 @@ hold the two to each other on SQLite and PostgreSQL. The append's (`appends`):
 * `advance_counters`: the append's row lock and counters, one ``UPDATE ... RETURNING``
   (a ``select_for_update()`` of the thread row, then its ``update()``);
 * `insert_entries`: the append's rows (``bulk_create``);
-* `append_in_one_statement`: the two above as one statement, on PostgreSQL outside a
-  transaction: a call of the function `append_schema` creates, which keeps its plans;
+* `append_in_one_statement`: the two above as one statement (`append_schema.body`), on
+  PostgreSQL outside a transaction: the body of a function that keeps its plan where
+  connections outlive a request, else sent itself;
 * `append_owned_in_one_statement`: the same, only of the owner's thread, taking the
   rows' tier and expiry from the thread row it locks (an ``owned_thread``, then the
   append).

@@ -14,7 +14,7 @@ from django.db.backends.base.base import BaseDatabaseWrapper
 
 from agentmemory.models import MemoryEntry, Role, Thread
 from agentmemory.pipeline.instances import convert, converters_of, field_of
-from agentmemory.sql.append_schema import APPEND, ENTRY_COLUMNS, HEAD
+from agentmemory.sql.append_schema import APPEND, COLUMNS, ENTRY_COLUMNS, HEAD, body
 from agentmemory.sql.base import INSERT_ROWS, column_names, statement, table_name
 
 
@@ -200,25 +200,41 @@ def _append_call(
     owner_id: int | None, thread_id: int, entries: Sequence[MemoryEntry], *, users: int,
     opens: int, tokens: int, now: datetime, tier: str, ttl_of_thread: bool,
 ) -> list[tuple[Any, ...]]:
-    """The append function's rows (`append_schema.RESULT`) in position order, with the
-    entries' keys, positions and turns set from them; none when nothing was written."""
+    """The append's rows (`append_schema.RESULT`) in position order, with the entries'
+    keys, positions and turns set from them; none when nothing was written.
+
+    Where the connection outlives a request (``CONN_MAX_AGE`` not 0, or a pool), the
+    function `append_schema` creates is called: it keeps its plans for the session. On a
+    connection a request opens and closes, its first call would compile it and plan its
+    statement again, more than planning the statement (`append_schema.body`) it sends
+    in its place."""
     alias = router.db_for_write(MemoryEntry)
     connection = connections[alias]
-    params = [thread_id, owner_id, users, opens, tokens,
-              connection.ops.adapt_datetimefield_value(now), tier, ttl_of_thread]
-    for values in _columns(connection, entries, users):
-        params += values
-    count = len(entries)
+    params: dict[str, Any] = {
+        "for_thread": thread_id, "for_owner": owner_id, "rows_added": len(entries),
+        "users": users, "opens": opens, "tokens": tokens,
+        "at": connection.ops.adapt_datetimefield_value(now), "default_tier": tier,
+        "ttl_of_thread": ttl_of_thread}
+    for (name, _), values in zip(ENTRY_COLUMNS, _columns(connection, entries, users),
+                                 strict=True):
+        params.update((f"{name}_{number}", value) for number, value in enumerate(values))
+    key = ("append", len(entries), _keeps_sessions(connection))
     with connection.cursor() as cursor:
-        cursor.execute(statement(alias, ("append", count),
-                                 functools.partial(_append_call_sql, rows=count)), params)
+        cursor.execute(statement(alias, key, functools.partial(
+            _append_sql, rows=len(entries), function=key[2])), params)
         written = sorted(cursor.fetchall(), key=lambda row: row[1])
     if not written:
         return written
-    for entry, (key, position, turn, *_) in zip(entries, written, strict=True):
-        entry.pk, entry.position, entry.turn = key, position, turn
+    for entry, (key_, position, turn, *_) in zip(entries, written, strict=True):
+        entry.pk, entry.position, entry.turn = key_, position, turn
         entry._state.adding, entry._state.db = False, alias
     return written
+
+
+def _keeps_sessions(connection: BaseDatabaseWrapper) -> bool:
+    """Whether the connection serves more than a request: persistent, or pooled."""
+    settings = connection.settings_dict
+    return settings.get("CONN_MAX_AGE", 0) != 0 or bool(settings["OPTIONS"].get("pool"))
 
 
 def _columns(
@@ -243,15 +259,25 @@ def _columns(
     return arrays
 
 
-def _append_call_sql(connection: BaseDatabaseWrapper, rows: int) -> str:
-    """The function's call for ``rows`` rows: each column's array built by the server
-    from one parameter a row (psycopg adapts a Python list on the client, slower)."""
+def _append_sql(connection: BaseDatabaseWrapper, rows: int, function: bool) -> str:
+    """The append of ``rows`` rows: the function's call (each column's array built by
+    the server from one parameter a row: psycopg adapts a Python list on the client,
+    slower), or its body sent in its place."""
     columns = [str(field.column) for field in _entry_fields()]
     taken = [name for name, _ in ENTRY_COLUMNS]
     if columns != taken:  # a column added to the model and not to the function
         raise ImproperlyConfigured(
             f"MemoryEntry's columns {columns} are not the ones {APPEND} takes {taken}.")
-    arguments = [f"CAST(%s AS {kind})" for _, kind in HEAD]
-    arguments += [f"ARRAY[{', '.join([f'CAST(%s AS {kind})'] * rows)}]"
-                  for _, kind in ENTRY_COLUMNS]
+
+    def value(name: str, kind: str) -> str:
+        return f"CAST(%({name})s AS {kind})"
+
+    if not function:  # the rows as a VALUES list: planned faster than unnested arrays
+        values = ", ".join(
+            "(" + ", ".join(value(f"{name}_{n}", kind) for name, kind in ENTRY_COLUMNS) + ")"
+            for n in range(rows))
+        return body(value, f"(VALUES {values}) AS given({COLUMNS})")
+    arguments = [value(name, kind) for name, kind in HEAD]
+    arguments += [f"ARRAY[{', '.join(value(f'{name}_{n}', kind) for n in range(rows))}]"
+                  for name, kind in ENTRY_COLUMNS]
     return f"SELECT * FROM {APPEND}({', '.join(arguments)})"
