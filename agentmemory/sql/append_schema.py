@@ -22,7 +22,6 @@ A migration that changes those columns replaces the function too.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 THREAD_TABLE = "agentmemory_thread"
 ENTRY_TABLE = "agentmemory_memoryentry"
@@ -128,15 +127,3 @@ BEGIN
 END $$""",
 ]
 DROP_STATEMENTS = [f"DROP FUNCTION IF EXISTS {APPEND}"]
-
-
-def create(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in CREATE_STATEMENTS:
-            schema_editor.execute(statement)
-
-
-def drop(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in DROP_STATEMENTS:
-            schema_editor.execute(statement)

@@ -135,10 +135,10 @@ def append_in_one_statement(
     now: datetime,
 ) -> tuple[int, int, int | None, bool] | None:
     """`advance_counters` and `insert_entries` in one statement, one round trip and its
-    own commit (`can_append_in_one_statement` says when): a call of the function
-    `append_schema` creates, which moves the counters and takes each row's position and
-    turn from them, as `services.append` numbers them without explicit turns (each of
-    the ``users`` user messages opens a turn, any other message joins the current one).
+    own commit (`can_append_in_one_statement` says when): `append_schema.body`, which
+    moves the counters and takes each row's position and turn from them, as
+    `services.append` numbers them without explicit turns (each of the ``users`` user
+    messages opens a turn, any other message joins the current one).
     Sets the entries' keys, positions and turns; returns what `advance_counters` returns
     and whether a fold of the thread was queued, leased or parked under the row lock, or
     None, with nothing written, when the thread is gone."""
@@ -175,7 +175,7 @@ def append_owned_in_one_statement(
 ) -> OwnedAppend | None:
     """`append_in_one_statement` of the thread ``thread_id`` if ``owner_id`` owns it, and
     without having read it: the rows' tier and expiry come from the thread row the
-    function locks, as `services.append` takes them from the thread (an entry's own
+    statement locks, as `services.append` takes them from the thread (an entry's own
     tier, else the thread's ``write_tier``, else ``tier``; ``now`` plus the thread's
     ``ttl``, else the entry's ``expires_at``). Sets the entries' keys, positions, turns,
     tiers and expiries; None, with nothing written, when the thread is gone or not the

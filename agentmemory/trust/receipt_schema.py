@@ -25,8 +25,6 @@ migration that changes those columns replaces the function too.
 
 from __future__ import annotations
 
-from typing import Any
-
 THREAD_TABLE = "agentmemory_thread"
 ENTRY_TABLE = "agentmemory_memoryentry"
 RECEIPT_TABLE = "agentmemory_recallreceipt"
@@ -94,15 +92,3 @@ END $$""",
 DROP_STATEMENTS = [f"DROP FUNCTION IF EXISTS {FILE_RECEIPT}",
                    f"DROP TRIGGER IF EXISTS {TRIGGER} ON {ENTRY_TABLE}",
                    f"DROP FUNCTION IF EXISTS {TRIGGER}()"]
-
-
-def create(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in CREATE_STATEMENTS:
-            schema_editor.execute(statement)
-
-
-def drop(apps: Any, schema_editor: Any) -> None:
-    if schema_editor.connection.vendor == "postgresql":
-        for statement in DROP_STATEMENTS:
-            schema_editor.execute(statement)
