@@ -13,15 +13,18 @@ connection opened for one request the function would be compiled and planned at 
 first call (about 1.5 ms more than the statement, pgbench with a connection a call), so
 there the statement is sent itself.
 
-Each of the entry's columns is one array, a row an element, in the order
-`ENTRY_COLUMNS` gives (the model's concrete fields but its key; a test holds the two
-to each other): a row's turn and position as offsets back from the counters it moved.
+The rows come in the order of `ENTRY_COLUMNS` (the model's concrete fields but its key;
+a test holds the two to each other), to the function as one array a column, to the
+statement as a VALUES list: a row's turn and position as offsets back from the counters
+it moved.
 A migration that changes those columns replaces the function too.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+
+from agentmemory.sql.base import no_fold_on_its_way
 
 THREAD_TABLE = "agentmemory_thread"
 ENTRY_TABLE = "agentmemory_memoryentry"
@@ -97,8 +100,7 @@ def body(value: Callable[[str, str], str], rows: str) -> str:
         RETURNING thread.last_position, thread.last_turn, thread.unfolded_tokens,
                   -- A fold queued, leased or parked (querysets.no_fold_on_its_way_q); a
                   -- NULL comparison counts as one on its way.
-                  CASE WHEN (thread.fold_queued_until IS NULL OR thread.fold_queued_until < {at})
-                            AND (thread.fold_lease_owner = '' OR thread.fold_lease_until < {at})
+                  CASE WHEN {no_fold_on_its_way("thread.", str, now=at, no_owner="''")}
                             AND thread.fold_parked_until IS NULL
                        THEN FALSE ELSE TRUE END AS fold_waits,
                   thread.ttl, thread.write_tier, thread.fold_budget, thread.recall_budget),

@@ -218,15 +218,16 @@ def _append_call(
     for (name, _), values in zip(ENTRY_COLUMNS, _columns(connection, entries, users),
                                  strict=True):
         params.update((f"{name}_{number}", value) for number, value in enumerate(values))
-    key = ("append", len(entries), _keeps_sessions(connection))
+    function = _keeps_sessions(connection)
+    sql = statement(alias, ("append", len(entries), function),
+                    functools.partial(_append_sql, rows=len(entries), function=function))
     with connection.cursor() as cursor:
-        cursor.execute(statement(alias, key, functools.partial(
-            _append_sql, rows=len(entries), function=key[2])), params)
+        cursor.execute(sql, params)
         written = sorted(cursor.fetchall(), key=lambda row: row[1])
     if not written:
         return written
-    for entry, (key_, position, turn, *_) in zip(entries, written, strict=True):
-        entry.pk, entry.position, entry.turn = key_, position, turn
+    for entry, (key, position, turn, *_) in zip(entries, written, strict=True):
+        entry.pk, entry.position, entry.turn = key, position, turn
         entry._state.adding, entry._state.db = False, alias
     return written
 

@@ -38,9 +38,12 @@ def table_name(connection: BaseDatabaseWrapper, model: type[Model]) -> str:
     return connection.ops.quote_name(model._meta.db_table)
 
 
-def no_fold_on_its_way(table: str, t: Callable[[str], str]) -> str:
-    """`querysets.no_fold_on_its_way_q`, as a filter (a NULL compares as no match); its
-    parameters: now, an empty lease owner, now."""
-    return (f"({table}{t('fold_queued_until')} IS NULL OR {table}{t('fold_queued_until')} < %s)"
-            f" AND ({table}{t('fold_lease_owner')} = %s"
-            f" OR {table}{t('fold_lease_until')} < %s)")
+def no_fold_on_its_way(
+    table: str, t: Callable[[str], str], now: str = "%s", no_owner: str = "%s",
+) -> str:
+    """`querysets.no_fold_on_its_way_q`, as a filter (a NULL compares as no match); by
+    default its parameters are now, an empty lease owner, now (else the expressions
+    ``now`` and ``no_owner``)."""
+    return (f"({table}{t('fold_queued_until')} IS NULL OR {table}{t('fold_queued_until')}"
+            f" < {now}) AND ({table}{t('fold_lease_owner')} = {no_owner}"
+            f" OR {table}{t('fold_lease_until')} < {now})")
