@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from rest_framework import serializers
 
 from agentmemory.api.serializers.base import MAX_TURN, SharedFields, StrictSerializer, storable_json
 from agentmemory.conf import memory_settings
 from agentmemory.models import MemoryEntry, Role, Tier
 
+# A tool call's arguments when none are sent: OpenAI's own default, an empty string.
+_NO_ARGUMENTS: Any = ""
+
 
 class ToolCallSerializer(SharedFields, StrictSerializer):
     id = serializers.CharField(max_length=200)
     name = serializers.CharField(max_length=200)
-    # Any JSON value may come (OpenAI sends a string); the stubs allow only an object default.
+    # Any JSON value may come (OpenAI sends a string); typed Any, as some stubs allow only
+    # an object default.
     arguments = serializers.JSONField(
-        required=False, default="", validators=[storable_json]  # type: ignore[arg-type]
+        required=False, default=_NO_ARGUMENTS, validators=[storable_json]
     )
 
 

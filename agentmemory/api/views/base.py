@@ -95,8 +95,10 @@ def message_error(
     if batch is None or exc.index is None:
         return error(detail)
     if getattr(api_settings, "LIST_SERIALIZER_ERRORS_AS_DICT", False):
-        # Keyed by int index, as ListSerializer keys its own; the stubs allow str keys only.
-        return error({key: {exc.index: detail}})  # type: ignore[dict-item]
+        # Keyed by int index, as ListSerializer keys its own (typed Any: some stubs allow
+        # str keys only).
+        by_index: dict[Any, Any] = {exc.index: detail}
+        return error({key: by_index})
     items: list[dict[str, Any]] = [{} for _ in range(batch)]
     items[exc.index] = detail
     return error({key: items})
