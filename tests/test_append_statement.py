@@ -223,10 +223,10 @@ def test_a_model_column_the_function_does_not_take_is_refused_before_a_write(
 ) -> None:
     """The call is built from the model's fields; where they and the function's columns
     part, the append raises before it sends anything."""
-    from agentmemory.sql import appends, base
+    from agentmemory.sql import base, one_statement
 
     monkeypatch.setattr(base, "_built", {})
-    monkeypatch.setattr(appends, "ENTRY_COLUMNS", append_schema.ENTRY_COLUMNS[::-1])
+    monkeypatch.setattr(one_statement, "ENTRY_COLUMNS", append_schema.ENTRY_COLUMNS[::-1])
     thread = Thread.objects.create()
     with pytest.raises(ImproperlyConfigured, match="not the ones agentmemory_append takes"):
         statements(lambda: services.append(thread, {"role": "user", "content": "hello"}))

@@ -1,6 +1,7 @@
-"""Serializers whose fields are built once (`api.serializers.base.SharedFields`) answer
-exactly as DRF's serializers that build their fields per instance; the request
-serializers among them validate each request on its own, two at once included.
+"""Serializers whose fields are built once (`api.serializers.base.SharedFields`), and
+read their columns straight from the instance (`ColumnReads`), answer exactly as DRF's
+serializers that build their fields per instance and walk each field's source; the
+request serializers among them validate each request on its own, two at once included.
 
 Each shared serializer is compared with a twin of the same declaration without the mixin,
 over random entries, summaries and recalls, under a time zone other than UTC and under a
@@ -105,9 +106,18 @@ def test_summaries_and_recalls_answer_as_drf_builds_them() -> None:
             {"role": "user", "content": f"Where is order {number}? It was due on Monday."},
             {"role": "assistant", "content": f"Order {number} ships on Friday with DHL."},
         ])
+    services.append(thread, [
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "call-1", "name": "track", "arguments": {"order": 3}}]},
+        {"role": "tool", "tool_call_id": "call-1", "tool_name": "track", "content": "late"},
+    ])
     result = services.recall(thread, 1200, mode="inline", trigger_min_entries=4,
                              preserve_recent=2)
     assert result.summaries_used, "the recall folded nothing to compare"
+    # Every row, the covered ones (a foreign key to their summary) and the tool pair too.
+    rows = list(MemoryEntry.objects.filter(thread=thread))
+    assert any(row.covered_by_id for row in rows) and any(row.tool_calls for row in rows)
+    assert EntrySerializer(rows, many=True).data == twin(EntrySerializer)(rows, many=True).data
     summaries = list(MemoryEntry.objects.filter(pk__in=result.summaries_used)
                      .select_related("coverage"))
     assert SummarySerializer(summaries, many=True).data == twin(SummarySerializer)(

@@ -7,7 +7,8 @@ names read from the models' ``_meta`` (a renamed column is renamed here too), it
 prepared as the fields prepare them; the recall's load is its sibling,
 `agentmemory.pipeline.rows`. Each states a queryset (or, for the one-statement append,
 the two statements it joins), and tests/test_sql.py and tests/test_append_statement.py
-hold the two to each other on SQLite and PostgreSQL. The append's (`appends`):
+hold the two to each other on SQLite and PostgreSQL. The append's (`appends`, and
+`one_statement` for the last two):
 
 * `advance_counters`: the append's row lock and counters, one ``UPDATE ... RETURNING``
   (a ``select_for_update()`` of the thread row, then its ``update()``);
@@ -28,17 +29,15 @@ The reads (`reads`), their shared helpers in `base`:
 
 from __future__ import annotations
 
-from agentmemory.sql.appends import (
+from agentmemory.sql.appends import advance_counters, insert_entries, set_turn
+from agentmemory.sql.base import BIGINT
+from agentmemory.sql.one_statement import (
     OWNED_READS,
     OwnedAppend,
-    advance_counters,
     append_in_one_statement,
     append_owned_in_one_statement,
     can_append_in_one_statement,
-    insert_entries,
-    set_turn,
 )
-from agentmemory.sql.base import BIGINT
 from agentmemory.sql.reads import fold_on_its_way, owned_thread, visible_tally
 
 __all__ = [

@@ -6,7 +6,13 @@ from typing import Any
 
 from rest_framework import serializers
 
-from agentmemory.api.serializers.base import MAX_TURN, SharedFields, StrictSerializer, storable_json
+from agentmemory.api.serializers.base import (
+    MAX_TURN,
+    ColumnReads,
+    SharedFields,
+    StrictSerializer,
+    storable_json,
+)
 from agentmemory.conf import memory_settings
 from agentmemory.models import MemoryEntry, Role, Tier
 
@@ -52,7 +58,7 @@ class BatchSerializer(SharedFields, StrictSerializer):
         return {"entries": ("API_MAX_BATCH", memory_settings.API_MAX_BATCH, "entries per batch")}
 
 
-class EntrySerializer(SharedFields, serializers.ModelSerializer):
+class EntrySerializer(ColumnReads, serializers.ModelSerializer):
     class Meta:
         model = MemoryEntry
         fields = [
