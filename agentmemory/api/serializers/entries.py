@@ -11,6 +11,7 @@ from agentmemory.api.serializers.base import (
     ColumnReads,
     SharedFields,
     StrictSerializer,
+    CheckedCharField,
     storable_json,
 )
 from agentmemory.conf import memory_settings
@@ -21,8 +22,8 @@ _NO_ARGUMENTS: Any = ""
 
 
 class ToolCallSerializer(SharedFields, StrictSerializer):
-    id = serializers.CharField(max_length=200)
-    name = serializers.CharField(max_length=200)
+    id = CheckedCharField(max_length=200)
+    name = CheckedCharField(max_length=200)
     # Any JSON value may come (OpenAI sends a string); typed Any, as some stubs allow only
     # an object default.
     arguments = serializers.JSONField(
@@ -34,10 +35,10 @@ class MessageSerializer(SharedFields, StrictSerializer):
     """One message to append (or one message of a window to compact)."""
 
     role = serializers.ChoiceField(choices=Role.choices)
-    content = serializers.CharField(allow_blank=True, trim_whitespace=False, default="")
+    content = CheckedCharField(allow_blank=True, trim_whitespace=False, default="")
     tool_calls = ToolCallSerializer(many=True, required=False)
-    tool_name = serializers.CharField(max_length=200, required=False, allow_blank=True)
-    tool_call_id = serializers.CharField(max_length=200, required=False, allow_blank=True)
+    tool_name = CheckedCharField(max_length=200, required=False, allow_blank=True)
+    tool_call_id = CheckedCharField(max_length=200, required=False, allow_blank=True)
     turn = serializers.IntegerField(required=False, min_value=1, max_value=MAX_TURN)
     tier = serializers.ChoiceField(choices=Tier.choices, required=False)
     metadata = serializers.DictField(required=False, validators=[storable_json])
