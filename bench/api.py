@@ -17,12 +17,12 @@ CPU each, otherwise charged to the first phase). Targets:
 - ``this tree, CONN_MAX_AGE=0``: the same, opening a database connection per request,
   to price the connection (the 8-client phases only).
 
-The targets are served at the same time and take turns within each phase: a phase
-runs in ``--rounds`` rounds (12), each giving every target an equal share of the
-phase's seconds and requests, in reverse order every other round, so that a slower
-stretch of the shared machine falls on every target alike (with 4 rounds of 2 s, the
-API's ratio to the floor view swung from x1.78 to x2.43 between runs of one tree). Phases, each bounded in
-requests and seconds per target: single appends (one message a request, each client
+The targets are served at the same time and take turns within each phase: a phase runs
+in ``--rounds`` rounds (12), each giving every target an equal share of the phase's
+seconds and requests, in reverse order every other round, so that a slower stretch of
+the shared machine falls on every target alike (with 4 rounds of 2 s, the API's ratio to
+the floor view swung from x1.78 to x2.43 between runs of one tree). Phases, each bounded
+in requests and seconds per target: single appends (one message a request, each client
 on its own thread) for 1, 8 and 32 clients; batch appends filling one thread to 10,000
 entries (per target, in turn); background-mode recalls of that thread for 1, 8 and 32
 clients; an oversized batch (150,000 items, about 2.4 MB) that must be refused.

@@ -8,10 +8,10 @@ from rest_framework import serializers
 
 from agentmemory.api.serializers.base import (
     MAX_TURN,
+    CheckedCharField,
     ColumnReads,
     SharedFields,
     StrictSerializer,
-    CheckedCharField,
     storable_json,
 )
 from agentmemory.conf import memory_settings
