@@ -817,13 +817,16 @@ def splice(previous: str, partial: str, parts: list[str] | None = None) -> str:
 
 
 def _keep_api_section(previous: str, text: str) -> str:
-    """bench/api.py writes its own section (between its markers); a rewrite keeps it."""
-    from bench.api import MARK_END, MARK_START
+    """bench/api.py and bench/serializers.py write their own sections (between their
+    markers, at the page's end); a rewrite keeps them."""
+    from bench import api, serializers
 
-    if MARK_START not in previous:
-        return text
-    block = MARK_START + previous.split(MARK_START, 1)[1].split(MARK_END, 1)[0] + MARK_END
-    return text.rstrip("\n") + "\n\n" + block + "\n"
+    for start, end in ((api.MARK_START, api.MARK_END),
+                       (serializers.MARK_START, serializers.MARK_END)):
+        if start in previous:
+            block = start + previous.split(start, 1)[1].split(end, 1)[0] + end
+            text = text.rstrip("\n") + "\n\n" + block + "\n"
+    return text
 
 
 # ================================================================== the report

@@ -47,8 +47,8 @@ def storable_json(value: Any) -> Any:
 
 class NoSurrogates(ProhibitSurrogateCharactersValidator):
     """DRF's check that a text holds no surrogate, with its message, by a regular
-    expression instead of a Python loop over every character (a 21,700-character message:
-    78 µs instead of 621)."""
+    expression (none at all for ASCII) instead of a Python loop over every character
+    (bench/serializers.py)."""
 
     def __call__(self, value: Any) -> None:
         text = str(value)
@@ -151,8 +151,8 @@ class StrictModelSerializer(StrictSerializer, serializers.ModelSerializer):
 # of its model straight from the instance (a foreign key's from its ``_id``), then hands
 # it to the field's own ``to_representation``: the same answer as DRF's walk, without the
 # walk (per field, ``get_attribute`` through ``source_attrs``, a callable check and the
-# exceptions it catches), which cost an append's answer three times its fields' own
-# work. Any other field (nested, a method, a dotted source) takes DRF's walk.
+# exceptions it catches), which cost an append's answer of one entry 44 µs against 31
+# (bench/serializers.py). Any other field (nested, a method, a dotted source) takes DRF's walk.
 # tests/test_shared_fields.py compares both over random entries and summaries. No
 # docstring, as for SharedFields.
 class ColumnReads(SharedFields):
