@@ -853,7 +853,9 @@ def _intro(results: dict[str, Any]) -> str:
     quick = "\n\n**A smoke run (`BENCH_QUICK=1`): not the published figures.**" if QUICK else ""
     return f"""# Benchmarks{quick}
 
-Every figure on this page comes from one command, run from a fresh clone:
+Every figure on this page but the last two sections (the REST API's request path and
+the API's serializer work, each written by the script it names) comes from one
+command, run from a fresh clone:
 
 ```sh
 make bench
