@@ -164,6 +164,22 @@ def test_a_part_run_keeps_where_the_api_section_opens() -> None:
     assert spliced == page.replace("* old", "* new")
 
 
+def test_the_sections_the_scripts_write_themselves_outlive_a_rewrite() -> None:
+    """bench/api.py's and bench/serializers.py's sections, at the page's end, stay when
+    bench/run.py writes the page whole or splices a part into it."""
+    from bench import api, serializers
+    from bench.run import _keep_api_section, splice
+
+    own = (f"{api.MARK_START}\n## The REST API's request path\n\napi figures\n"
+           f"{api.MARK_END}\n\n{serializers.MARK_START}\n## The API's serializer work\n\n"
+           f"serializer figures\n{serializers.MARK_END}\n")
+    page = f"# Benchmarks\n\nintro\n\n## What the figures say\n\n* old\n\n{own}"
+    whole = _keep_api_section(page, "# Benchmarks\n\nintro 2\n\n## What the figures say\n")
+    assert whole.endswith(own) and whole.count(api.MARK_START) == 1
+    partial = "# Benchmarks\n\nintro 2\n\n## What the figures say\n\n* new\n"
+    assert splice(page, partial, ["sizes"]) == page.replace("* old", "* new")
+
+
 def test_every_section_of_the_page_has_its_part() -> None:
     from bench.api import MARK_START
     from bench.run import OUTPUT, PARTS, SECTION_PARTS, _heading, _sections
