@@ -65,7 +65,15 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import machine, median, number, percentile, postgres_admin, table  # noqa: E402
+from bench.common import (  # noqa: E402
+    machine,
+    median,
+    number,
+    percentile,
+    postgres_admin,
+    table,
+    write_section,
+)
 
 BATCH = 40  # ten whole turns: batches may land out of order, a tool pair never spans two
 THREAD_ENTRIES = 10_000
@@ -703,17 +711,6 @@ def floor_lines(runs: dict[str, list[dict[str, Any]]], head: str) -> list[str]:
     ]
 
 
-def write(page: Path, block: str) -> None:
-    text = page.read_text()
-    if MARK_START in text:
-        before, rest = text.split(MARK_START, 1)
-        after = rest.split(MARK_END, 1)[1]
-        text = before + block + after
-    else:
-        text = text.rstrip("\n") + "\n\n" + block + "\n"
-    page.write_text(text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--baseline", default="83c5202",
@@ -745,7 +742,7 @@ def main() -> int:
         RAW.write_text(json.dumps(data, indent=1))
     block = section(data)
     if args.write:
-        write(Path(args.write), block)
+        write_section(Path(args.write), block, MARK_START, MARK_END)
         print(f"[bench/api] wrote {args.write}", file=sys.stderr)
     else:
         print(block)

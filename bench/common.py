@@ -148,6 +148,18 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[Any]], align: str = ""
     return "\n".join(lines)
 
 
+def write_section(page: Path, block: str, start: str, end: str) -> None:
+    """Put ``block`` (opening with the marker ``start``, closing with ``end``) in ``page``:
+    in place of the block between those markers, or at the page's end."""
+    text = page.read_text()
+    if start in text:
+        before, rest = text.split(start, 1)
+        text = before + block + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    page.write_text(text)
+
+
 #: Where the page's charts go, beside the page (docs/img/ for docs/benchmarks.md).
 IMAGES = "img"
 

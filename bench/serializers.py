@@ -33,7 +33,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.common import machine, median, percentile, setup_django, table  # noqa: E402
+from bench.common import (  # noqa: E402
+    machine,
+    median,
+    percentile,
+    setup_django,
+    table,
+    write_section,
+)
 
 MARK_START = "<!-- bench/serializers.py: start -->"
 MARK_END = "<!-- bench/serializers.py: end -->"
@@ -138,14 +145,7 @@ def main() -> None:
         MARK_END,
     ])
     if args.write:
-        page = Path(args.write)
-        text = page.read_text()
-        if MARK_START in text:
-            before, rest = text.split(MARK_START, 1)
-            text = before + block + rest.split(MARK_END, 1)[1]
-        else:
-            text = text.rstrip("\n") + "\n\n" + block + "\n"
-        page.write_text(text)
+        write_section(Path(args.write), block, MARK_START, MARK_END)
         print(f"[bench/serializers] wrote {args.write}", file=sys.stderr)
     else:
         print(block)
