@@ -20,12 +20,14 @@ CPU each, otherwise charged to the first phase). Targets:
 The targets are served at the same time and take turns within each phase: a phase runs
 in ``--rounds`` rounds (12), each giving every target an equal share of the phase's
 seconds and requests, in reverse order every other round, so that a slower stretch of
-the shared machine falls on every target alike (with 4 rounds of 2 s, the API's ratio to
-the floor view swung from x1.78 to x2.43 between runs of one tree). Phases, each bounded
-in requests and seconds per target: single appends (one message a request, each client
-on its own thread) for 1, 8 and 32 clients; batch appends filling one thread to 10,000
-entries (per target, in turn); background-mode recalls of that thread for 1, 8 and 32
-clients; an oversized batch (150,000 items, about 2.4 MB) that must be refused.
+the shared machine falls on every target alike (with 4 rounds of 2 s, one tree's append
+ratio to the floor view was x1.79 in one run and x2.43 in the next; with 12, three runs
+of later code gave x1.76 to x2.10 at 1 client: finer turns do not remove what the
+machine's state does to a whole run). Phases, each bounded in requests and seconds per
+target: single appends (one message a request, each client on its own thread) for 1, 8
+and 32 clients; batch appends filling one thread to 10,000 entries (per target, in
+turn); background-mode recalls of that thread for 1, 8 and 32 clients; an oversized
+batch (150,000 items, about 2.4 MB) that must be refused.
 For every phase: requests/s, p50/p95, and the CPU per request of the app (gunicorn's
 processes), of the database (this database's backends, plus exited backends as the
 postmaster reaps them) and of the client (this process), and database connections

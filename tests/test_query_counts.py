@@ -175,13 +175,12 @@ def test_an_append_over_the_api_costs_the_same_on_50_and_5000_entries(
 ) -> None:
     """The request path of one message, background mode: the thread lookup, the append,
     and the fold decision (one query, which also says a fold is on its way), whatever the
-    thread's length. On PostgreSQL the append is one statement (a call of the function
-    that moves the counters and inserts the rows, its own commit) which is the lookup
-    too (only of the owner's thread), and asks no decision while a fold is on its way; on
-    SQLite the lookup, then BEGIN, the row lock and the counters in one UPDATE, the
-    insert, COMMIT. A
-    thread no fold has written a summary in whose counters show no fold pressure
-    (`background.fold_ruled_out`) asks no decision."""
+    thread's length. On PostgreSQL the append is one statement (`append_schema.body`,
+    as the function's call or sent itself, its own commit) which is the lookup too (only
+    of the owner's thread), and asks no decision while a fold is on its way; on SQLite
+    the lookup, then BEGIN, the row lock and the counters in one UPDATE, the insert,
+    COMMIT. A thread no fold has written a summary in whose counters show no fold
+    pressure (`background.fold_ruled_out`) asks no decision."""
     from django.contrib.auth import get_user_model
     from rest_framework.test import APIClient
 

@@ -1,5 +1,5 @@
-"""The one-statement append on PostgreSQL (`appends.append_in_one_statement`,
-`appends.append_owned_in_one_statement`), and the function a migration creates for it.
+"""The one-statement append on PostgreSQL (`one_statement.append_in_one_statement`,
+`one_statement.append_owned_in_one_statement`), and the function a migration creates for it.
 
 One statement (`body`) moves the thread's counters under its row lock and inserts the
 rows numbered from them; outside a transaction it is its own. Where connections outlive
@@ -64,7 +64,7 @@ RESULT = [
 
 def body(value: Callable[[str, str], str], rows: str) -> str:
     """The append as one statement, returning `RESULT`: the function's body, and what
-    is sent in its place (`appends.append_in_one_statement`). ``value(name, type)``
+    is sent in its place (`one_statement.append_in_one_statement`). ``value(name, type)``
     writes a `HEAD` parameter; ``rows`` is the rows' source, named ``given`` with the
     `ENTRY_COLUMNS` (the function's arrays unnested, or a VALUES list)."""
 
