@@ -232,3 +232,41 @@ def test_a_model_column_the_function_does_not_take_is_refused_before_a_write(
         statements(lambda: services.append(thread, {"role": "user", "content": "hello"}))
     assert not MemoryEntry.objects.filter(thread=thread).exists()
     assert Thread.objects.get(pk=thread.pk).last_position == 0
+
+
+AWKWARD = ["$1", "%s", "%(for_thread)s", "%%", "it's", "\\x00\\", "' OR 1=1 --",
+           "E'\\n'", "ü✓ 🚚", " x ", "$$ END $$"]
+
+
+@settings(max_examples=20, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(texts=st.lists(st.one_of(st.sampled_from(AWKWARD), st.text(
+    st.characters(blacklist_categories=["Cs"], blacklist_characters="\x00"), min_size=1,
+    max_size=12).filter(str.strip)), min_size=1, max_size=4))
+def test_the_statement_sends_its_values_apart_and_keeps_them_exactly(
+    postgres: str, texts: list[str],
+) -> None:
+    """The append goes with its parameters apart from its SQL (`sql.base.bound_cursor`:
+    the server reads no value as SQL and spends less on the statement), only for itself:
+    the connection's own cursors still write values in, and nothing is prepared. Values
+    that look like placeholders, quotes or dollar quoting come back as sent."""
+    thread = Thread.objects.create(title="bound")
+    batch = [{"role": "user", "content": text, "metadata": {"note": text}} for text in texts]
+    raw = connection.connection
+    factory = raw.cursor_factory if raw is not None else None
+    entries, sent = statements(lambda: services.append(thread, batch, now=NOW))
+    assert len(sent) == 1 and sent[0].startswith(postgres), sent
+    # psycopg numbers the parameters it sends apart; none of the values is in the SQL.
+    assert "$1" in sent[0] and "CAST($" in sent[0], sent[0][:200]
+    if factory is not None:
+        assert connection.connection.cursor_factory is factory
+    import psycopg
+
+    with connection.cursor() as cursor:
+        assert isinstance(cursor.cursor, psycopg.ClientCursor)  # the connection's own
+        cursor.execute("SELECT count(*) FROM pg_prepared_statements")
+        assert cursor.fetchone() == (0,)
+    stored = MemoryEntry.objects.filter(thread=thread).order_by("position")
+    assert [(e.content, e.metadata) for e in stored] == [
+        (text, {"note": text}) for text in texts]
+    assert [e.pk for e in entries] == [e.pk for e in stored]

@@ -1,7 +1,8 @@
 """Serializers whose fields are built once (`api.serializers.base.SharedFields`), and
-read their columns straight from the instance (`ColumnReads`), answer exactly as DRF's
-serializers that build their fields per instance and walk each field's source; the
-request serializers among them validate each request on its own, two at once included.
+read their columns straight from the instance (`ColumnReads`, its kept reader
+`ColumnReads.represent` too), answer exactly as DRF's serializers that build their fields
+per instance and walk each field's source; the request serializers among them validate
+each request on its own, two at once included.
 
 Each shared serializer is compared with a twin of the same declaration without the mixin,
 over random entries, summaries and recalls, under a time zone other than UTC and under a
@@ -92,10 +93,11 @@ def test_entries_answer_as_drf_builds_them(
         with timezone.override(ZoneInfo(zone)):
             shared = EntrySerializer(entries, many=True).data
             fresh = twin(EntrySerializer)(entries, many=True).data
+            kept = EntrySerializer.represent(entries)  # one instance for every answer
     finally:
         del settings.REST_FRAMEWORK
         api_settings.reload()
-    assert shared == fresh
+    assert shared == fresh == kept
     assert [item["id"] for item in shared] == [entry.pk for entry in entries]
 
 
@@ -117,11 +119,16 @@ def test_summaries_and_recalls_answer_as_drf_builds_them() -> None:
     # Every row, the covered ones (a foreign key to their summary) and the tool pair too.
     rows = list(MemoryEntry.objects.filter(thread=thread))
     assert any(row.covered_by_id for row in rows) and any(row.tool_calls for row in rows)
-    assert EntrySerializer(rows, many=True).data == twin(EntrySerializer)(rows, many=True).data
+    fresh = twin(EntrySerializer)(rows, many=True).data
+    assert EntrySerializer(rows, many=True).data == fresh == EntrySerializer.represent(rows)
     summaries = list(MemoryEntry.objects.filter(pk__in=result.summaries_used)
                      .select_related("coverage"))
-    assert SummarySerializer(summaries, many=True).data == twin(SummarySerializer)(
-        summaries, many=True).data
+    fresh = twin(SummarySerializer)(summaries, many=True).data
+    assert SummarySerializer(summaries, many=True).data == fresh
+    assert SummarySerializer.represent(summaries) == fresh
+    # Each class keeps its own reader: a summary's answer holds its coverage.
+    assert "coverage" in SummarySerializer.represent(summaries)[0]
+    assert "coverage" not in EntrySerializer.represent(summaries)[0]
     shared = RecallResponseSerializer(result).data
     fresh = twin(RecallResponseSerializer)(result).data
     assert shared == fresh and shared["messages"]

@@ -18,7 +18,7 @@ from agentmemory.models import MemoryEntry, Role, Thread
 from agentmemory.pipeline.instances import convert, converters_of, field_of
 from agentmemory.sql.append_schema import APPEND, COLUMNS, ENTRY_COLUMNS, HEAD, body
 from agentmemory.sql.appends import entry_fields
-from agentmemory.sql.base import INSERT_ROWS, statement
+from agentmemory.sql.base import INSERT_ROWS, bound_cursor, statement
 
 
 def can_append_in_one_statement(rows: int) -> bool:
@@ -141,7 +141,7 @@ def _append_call(
     function = _keeps_sessions(connection)
     sql = statement(alias, ("append", len(entries), function),
                     functools.partial(_append_sql, rows=len(entries), function=function))
-    with connection.cursor() as cursor:
+    with bound_cursor(connection) as cursor:
         cursor.execute(sql, params)
         written = sorted(cursor.fetchall(), key=lambda row: row[1])
     if not written:

@@ -72,7 +72,7 @@ class EntryList(MemoryAPIView, generics.ListAPIView):
             raise
         if entries is None:
             raise Http404(f"No thread {thread_id}.")
-        return Response(EntrySerializer(entries, many=True).data, status=status.HTTP_201_CREATED)
+        return Response(EntrySerializer.represent(entries), status=status.HTTP_201_CREATED)
 
     def _append(self, request: Request, thread_id: int) -> list[MemoryEntry] | None:
         """The body checked, then appended to the requester's thread (None: not theirs).
